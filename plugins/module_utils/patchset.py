@@ -1,0 +1,693 @@
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Patch sets for an installed sglang: validate, apply, revert, verify.
+
+A patch set is a directory:
+
+    patchset.yml          manifest (YAML; JSON is accepted too)
+    files/<path>          whole-file overlays (the full result content)
+    diffs/<name>.patch    unified diffs (one file each)
+
+Manifest:
+
+    name: ddtree-spec-info
+    description: ...
+    sglang_version: 0.5.23
+    files:
+      - path: sglang/srt/speculative/spec_info.py      # relative to site-packages
+        base_sha256: <64 hex> | null                    # null: the patch set creates the file
+        result_sha256: <64 hex>
+        overlay: files/sglang/srt/speculative/spec_info.py   # or
+        diff: diffs/spec_info.patch
+    verify:
+      imports: [sglang.srt.speculative.spec_info]       # imported in a GPU venv (verify_mode import)
+      defines: ["sglang.srt.speculative.spec_info:SpeculativeAlgorithm.DDTREE"]
+      compile: true                                     # every touched .py must compile
+
+Every file is checked before anything is written: a file that is neither at its base nor at its
+result checksum refuses the whole set, naming the file and both checksums. Originals are backed
+up under `backup_dir/files/<path>` with `backup_dir/state.json`; revert restores them byte for byte
+(checked against the recorded base checksum) and removes files the set created. Touched modules
+have their `__pycache__` entries purged and are byte-compiled again with the venv's python.
+
+Plain Python (stdlib only, >= 3.9); commands run through an injected `runner(argv) -> (rc, out, err)`.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import tempfile
+
+from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import DiffError
+from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import apply as apply_diff
+
+MANIFEST = "patchset.yml"
+STATE_FILE = "state.json"
+SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+DEFINE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+MANIFEST_KEYS = {"name", "description", "sglang_version", "files", "verify"}
+FILE_KEYS = {"path", "base_sha256", "result_sha256", "overlay", "diff"}
+VERIFY_KEYS = {"imports", "defines", "compile"}
+VERIFY_MODES = ("auto", "import", "compile")
+
+
+class PatchsetError(Exception):
+    """A refusal. `data` carries what an operator or AWX can act on (file, expected, found)."""
+
+    def __init__(self, msg, **data):
+        super().__init__(msg)
+        self.msg = msg
+        self.data = data
+
+
+def sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_bytes(path):
+    """File content, or None when the file does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def sha256_file(path):
+    data = read_bytes(path)
+    return None if data is None else sha256_bytes(data)
+
+
+def subprocess_runner(argv):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def load_manifest(src):
+    """Read `src/patchset.yml` (JSON, or YAML through PyYAML when it is importable)."""
+    path = os.path.join(src, MANIFEST)
+    data = read_bytes(path)
+    if data is None:
+        raise PatchsetError("patch set manifest %s not found: src must be a patch set directory" % path, file=path)
+    text = data.decode("utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        import yaml  # noqa: PLC0415 - optional: targets may lack PyYAML and get the manifest as a parameter
+    except ImportError as exc:
+        raise PatchsetError(
+            "%s is YAML but PyYAML is not importable here; pass the manifest as a parameter "
+            "(the role reads it on the controller)" % path,
+            file=path,
+        ) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PatchsetError("%s is not valid YAML: %s" % (path, exc), file=path) from exc
+
+
+def _safe_relpath(value):
+    if not isinstance(value, str) or not value:
+        return False
+    if value.startswith("/") or "\\" in value:
+        return False
+    parts = value.split("/")
+    return all(part not in ("", ".", "..") for part in parts)
+
+
+def manifest_errors(manifest):
+    """Schema problems of a manifest, as a list of messages (empty when it is well formed)."""
+    if not isinstance(manifest, dict):
+        return ["manifest must be a mapping, found %s" % type(manifest).__name__]
+    errors = []
+    unknown = sorted(set(manifest) - MANIFEST_KEYS)
+    if unknown:
+        errors.append("manifest has unknown keys %s; allowed: %s" % (unknown, sorted(MANIFEST_KEYS)))
+    name = manifest.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        errors.append("name must match %s, found %r" % (NAME_RE.pattern, name))
+    if not isinstance(manifest.get("sglang_version"), str) or not manifest.get("sglang_version"):
+        errors.append("sglang_version must be the sglang version the set targets (e.g. '0.5.23'), found %r"
+                      % manifest.get("sglang_version"))
+    if "description" in manifest and not isinstance(manifest["description"], str):
+        errors.append("description must be a string")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        errors.append("files must be a non-empty list, found %r" % (files,))
+        files = []
+    seen = set()
+    for index, entry in enumerate(files):
+        where = "files[%d]" % index
+        if not isinstance(entry, dict):
+            errors.append("%s must be a mapping" % where)
+            continue
+        unknown = sorted(set(entry) - FILE_KEYS)
+        if unknown:
+            errors.append("%s has unknown keys %s; allowed: %s" % (where, unknown, sorted(FILE_KEYS)))
+        path = entry.get("path")
+        if not _safe_relpath(path):
+            errors.append("%s.path must be a relative path inside site-packages without '..', found %r"
+                          % (where, path))
+        elif path in seen:
+            errors.append("%s.path %s is listed twice" % (where, path))
+        else:
+            seen.add(path)
+            where = "files[%d] (%s)" % (index, path)
+        base = entry.get("base_sha256")
+        if base is not None and not (isinstance(base, str) and SHA_RE.match(base)):
+            errors.append("%s.base_sha256 must be 64 lowercase hex digits or null (new file), found %r"
+                          % (where, base))
+        result = entry.get("result_sha256")
+        if not (isinstance(result, str) and SHA_RE.match(result)):
+            errors.append("%s.result_sha256 must be 64 lowercase hex digits, found %r" % (where, result))
+        elif result == base:
+            errors.append("%s: base_sha256 equals result_sha256, the entry changes nothing" % where)
+        sources = [key for key in ("overlay", "diff") if entry.get(key) is not None]
+        if len(sources) != 1:
+            errors.append("%s needs exactly one of overlay or diff, found %s" % (where, sources or "neither"))
+        for key in sources:
+            if not _safe_relpath(entry[key]):
+                errors.append("%s.%s must be a path relative to the patch set, found %r" % (where, key, entry[key]))
+    verify = manifest.get("verify", {})
+    if not isinstance(verify, dict):
+        errors.append("verify must be a mapping with imports / defines / compile")
+        verify = {}
+    unknown = sorted(set(verify) - VERIFY_KEYS)
+    if unknown:
+        errors.append("verify has unknown keys %s; allowed: %s" % (unknown, sorted(VERIFY_KEYS)))
+    for module in _as_list(verify.get("imports")):
+        if not isinstance(module, str) or not MODULE_RE.match(module):
+            errors.append("verify.imports entries must be dotted module names, found %r" % (module,))
+    for define in _as_list(verify.get("defines")):
+        if not isinstance(define, str) or not DEFINE_RE.match(define):
+            errors.append("verify.defines entries must read 'module:Name.attr', found %r" % (define,))
+    if "compile" in verify and not isinstance(verify["compile"], bool):
+        errors.append("verify.compile must be true or false, found %r" % (verify["compile"],))
+    return errors
+
+
+def _as_list(value):
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def check_manifest(manifest):
+    errors = manifest_errors(manifest)
+    if errors:
+        raise PatchsetError("patch set manifest is invalid: " + "; ".join(errors), errors=errors)
+    return manifest
+
+
+# --------------------------------------------------------------------------- content
+
+
+def _source_file(src, relpath):
+    return os.path.join(src, *relpath.split("/"))
+
+
+def target_file(site_packages, relpath):
+    return os.path.join(site_packages, *relpath.split("/"))
+
+
+def result_content(src, entry, current):
+    """The bytes the entry turns `current` into; refuses when they do not hash to result_sha256."""
+    path = entry["path"]
+    if entry.get("overlay"):
+        source = _source_file(src, entry["overlay"])
+        data = read_bytes(source)
+        if data is None:
+            raise PatchsetError("%s: overlay %s is missing from the patch set" % (path, source), file=path)
+    else:
+        source = _source_file(src, entry["diff"])
+        diff = read_bytes(source)
+        if diff is None:
+            raise PatchsetError("%s: diff %s is missing from the patch set" % (path, source), file=path)
+        try:
+            touched, data = apply_diff(diff, current)
+        except DiffError as exc:
+            raise PatchsetError("%s: diff %s does not apply: %s" % (path, entry["diff"], exc), file=path) from exc
+        if touched != path:
+            raise PatchsetError(
+                "%s: diff %s touches %s, expected %s" % (path, entry["diff"], touched, path), file=path
+            )
+    found = sha256_bytes(data)
+    if found != entry["result_sha256"]:
+        raise PatchsetError(
+            "%s: the patched content from %s has sha256 %s, the manifest expects result_sha256 %s; "
+            "the patch set is corrupt or was edited without re-running scripts/make-patchset"
+            % (path, entry.get("overlay") or entry.get("diff"), found, entry["result_sha256"]),
+            file=path,
+            expected_sha256=entry["result_sha256"],
+            found_sha256=found,
+        )
+    return data
+
+
+def dist_version(site_packages, dist="sglang"):
+    """Version from `<dist>-<version>.dist-info/METADATA`, or None when not installed."""
+    for meta in sorted(glob.glob(os.path.join(site_packages, "%s-*.dist-info" % dist, "METADATA"))):
+        with open(meta, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    return None
+
+
+def validate(src, manifest=None, source_tree=None):
+    """Controller-side check before any host change.
+
+    Manifest schema, overlay / diff files present, overlays hashing to result_sha256, and with
+    `source_tree` (a pristine site-packages of the target version): sglang version, base checksums,
+    and diffs applying to the base with the expected result.
+    """
+    if manifest is None:
+        manifest = load_manifest(src)
+    check_manifest(manifest)
+    errors = []
+    report = []
+    for entry in manifest["files"]:
+        path = entry["path"]
+        row = {"path": path, "source": "overlay" if entry.get("overlay") else "diff", "base": "not checked"}
+        current = None
+        if source_tree is not None:
+            current = read_bytes(target_file(source_tree, path))
+            found = None if current is None else sha256_bytes(current)
+            if found != entry.get("base_sha256"):
+                errors.append(_mismatch_message(path, entry["base_sha256"], entry["result_sha256"], found, source_tree))
+                row["base"] = "mismatch"
+                report.append(row)
+                continue
+            row["base"] = "ok"
+        if entry.get("diff") and source_tree is None:
+            # Without a base we can only check that the diff parses and names the right file.
+            diff = read_bytes(_source_file(src, entry["diff"]))
+            if diff is None:
+                errors.append("%s: diff %s is missing from the patch set" % (path, entry["diff"]))
+            report.append(row)
+            continue
+        try:
+            result_content(src, entry, current)
+        except PatchsetError as exc:
+            errors.append(exc.msg)
+        report.append(row)
+    if source_tree is not None:
+        version = dist_version(source_tree)
+        if version is not None and version != manifest["sglang_version"]:
+            errors.append(
+                "source tree %s holds sglang %s, the patch set targets %s"
+                % (source_tree, version, manifest["sglang_version"])
+            )
+    if errors:
+        raise PatchsetError(
+            "patch set %s (%s) is invalid: %s" % (manifest.get("name"), src, "; ".join(errors)), errors=errors
+        )
+    return {"name": manifest["name"], "sglang_version": manifest["sglang_version"], "files": report}
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def _mismatch_message(path, base, result, found, root):
+    return (
+        "%s in %s: base checksum mismatch: expected base_sha256 %s (or result_sha256 %s when already "
+        "applied), found %s; this sglang is not the one the patch set was made for — reinstall the "
+        "pinned sglang or make the patch set again against this tree"
+        % (path, root, base or "absent (new file)", result, found or "absent")
+    )
+
+
+def plan(site_packages, manifest, state):
+    """Per file: what `state` (applied / reverted) needs. Refuses before any change on a mismatch."""
+    rows = []
+    for entry in manifest["files"]:
+        path = entry["path"]
+        base, result = entry.get("base_sha256"), entry["result_sha256"]
+        found = sha256_file(target_file(site_packages, path))
+        if state == "applied":
+            if found == result:
+                action = "none"
+            elif found == base:
+                action = "create" if base is None else ("overlay" if entry.get("overlay") else "patch")
+            else:
+                raise PatchsetError(
+                    _mismatch_message(path, base, result, found, site_packages),
+                    file=path,
+                    expected_sha256=base,
+                    result_sha256=result,
+                    found_sha256=found,
+                )
+            after = result
+        else:
+            if found == base:
+                action = "none"
+            elif found == result:
+                action = "remove" if base is None else "restore"
+            else:
+                raise PatchsetError(
+                    "%s in %s: cannot revert: expected result_sha256 %s (applied) or base_sha256 %s "
+                    "(original), found %s; the file was changed after the patch set was applied — "
+                    "reinstall sglang into this release instead"
+                    % (path, site_packages, result, base or "absent (new file)", found or "absent"),
+                    file=path,
+                    expected_sha256=result,
+                    base_sha256=base,
+                    found_sha256=found,
+                )
+            after = base
+        rows.append({"path": path, "action": action, "before_sha256": found, "after_sha256": after})
+    return rows
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def _atomic_write(path, data, mode):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".specdec-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _mode_of(path, default=0o644):
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return default
+
+
+def purge_pycache(path):
+    """Remove the compiled files of one module (`__pycache__/<stem>.*.pyc` and a legacy `<stem>.pyc`)."""
+    directory, filename = os.path.split(path)
+    stem = filename[:-3] if filename.endswith(".py") else filename
+    pattern = os.path.join(glob.escape(directory), "__pycache__", glob.escape(stem) + ".*.pyc")
+    removed = []
+    for pyc in sorted(glob.glob(pattern)) + [os.path.join(directory, stem + ".pyc")]:
+        if os.path.isfile(pyc):
+            os.unlink(pyc)
+            removed.append(pyc)
+    return removed
+
+
+def byte_compile(python, paths, runner):
+    """Compile `paths` with the venv's python so its __pycache__ holds fresh, matching .pyc files."""
+    paths = [p for p in paths if p.endswith(".py") and os.path.isfile(p)]
+    if not paths:
+        return []
+    rc, out, err = runner([python, "-m", "py_compile", *paths])
+    if rc != 0:
+        raise PatchsetError(
+            "byte-compiling with %s failed (rc %d): %s" % (python, rc, (err or out).strip()[-2000:]),
+            rc=rc,
+            stderr=err,
+        )
+    return paths
+
+
+def _write_state(backup_dir, manifest, rows):
+    state = {
+        "name": manifest["name"],
+        "sglang_version": manifest["sglang_version"],
+        "files": {
+            e["path"]: {"base_sha256": e.get("base_sha256"), "result_sha256": e["result_sha256"]}
+            for e in manifest["files"]
+        },
+        "backed_up": sorted(r["path"] for r in rows if r["action"] not in ("none", "create")),
+    }
+    os.makedirs(backup_dir, exist_ok=True)
+    _atomic_write(os.path.join(backup_dir, STATE_FILE), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
+
+
+def _rollback(done):
+    """Best effort: put back what an interrupted apply/revert already wrote."""
+    for path, original, mode in reversed(done):
+        try:
+            if original is None:
+                if os.path.exists(path):
+                    os.unlink(path)
+            else:
+                _atomic_write(path, original, mode)
+        except OSError:
+            pass
+
+
+def apply(src, site_packages, backup_dir, manifest, python, runner=subprocess_runner, check_mode=False,
+          check_version=True):
+    """Bring every file of the set to its result checksum. Returns {changed, files, pycache_purged, compiled}."""
+    check_manifest(manifest)
+    if check_version:
+        installed = dist_version(site_packages)
+        if installed is not None and installed != manifest["sglang_version"]:
+            raise PatchsetError(
+                "patch set %s targets sglang %s, %s holds sglang %s; use the patch set made for %s"
+                % (manifest["name"], manifest["sglang_version"], site_packages, installed, installed),
+                expected_version=manifest["sglang_version"],
+                found_version=installed,
+            )
+    rows = plan(site_packages, manifest, "applied")
+    todo = [r for r in rows if r["action"] != "none"]
+    result = {"changed": bool(todo), "files": rows, "pycache_purged": [], "compiled": []}
+    if not todo:
+        return result
+    entries = {e["path"]: e for e in manifest["files"]}
+    # Everything is computed and checked before the first write.
+    staged = []
+    for row in todo:
+        target = target_file(site_packages, row["path"])
+        current = read_bytes(target)
+        if check_mode and not os.path.isdir(src):
+            new = None  # check mode on a host that has not received the patch set yet
+        else:
+            new = result_content(src, entries[row["path"]], current)
+        staged.append((row, target, current, new))
+    if check_mode:
+        return result
+    _write_state(backup_dir, manifest, rows)
+    done = []
+    touched = []
+    try:
+        for row, target, current, new in staged:
+            mode = _mode_of(target)
+            if current is not None:
+                backup = target_file(os.path.join(backup_dir, "files"), row["path"])
+                os.makedirs(os.path.dirname(backup), exist_ok=True)
+                _atomic_write(backup, current, mode)
+            else:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+            _atomic_write(target, new, mode)
+            done.append((target, current, mode))
+            touched.append(target)
+    except BaseException:
+        _rollback(done)
+        raise
+    for target in touched:
+        result["pycache_purged"].extend(purge_pycache(target))
+    result["compiled"] = byte_compile(python, touched, runner)
+    return result
+
+
+def revert(site_packages, backup_dir, manifest, python, runner=subprocess_runner, check_mode=False):
+    """Restore every file of the set to its base checksum from the backups; remove files the set created."""
+    check_manifest(manifest)
+    rows = plan(site_packages, manifest, "reverted")
+    todo = [r for r in rows if r["action"] != "none"]
+    result = {"changed": bool(todo), "files": rows, "pycache_purged": [], "compiled": []}
+    if not todo:
+        return result
+    staged = []
+    for row in todo:
+        target = target_file(site_packages, row["path"])
+        original = None
+        if row["action"] == "restore":
+            backup = target_file(os.path.join(backup_dir, "files"), row["path"])
+            original = read_bytes(backup)
+            found = None if original is None else sha256_bytes(original)
+            if found != row["after_sha256"]:
+                raise PatchsetError(
+                    "%s: cannot revert: backup %s has sha256 %s, expected the base_sha256 %s; "
+                    "reinstall sglang into this release instead"
+                    % (row["path"], backup, found or "absent", row["after_sha256"]),
+                    file=row["path"],
+                    expected_sha256=row["after_sha256"],
+                    found_sha256=found,
+                )
+        staged.append((target, read_bytes(target), original))
+    if check_mode:
+        return result
+    done = []
+    touched = []
+    try:
+        for target, current, original in staged:
+            mode = _mode_of(target)
+            if original is None:
+                os.unlink(target)
+            else:
+                _atomic_write(target, original, mode)
+            done.append((target, current, mode))
+            touched.append(target)
+    except BaseException:
+        _rollback(done)
+        raise
+    for target in touched:
+        result["pycache_purged"].extend(purge_pycache(target))
+    result["compiled"] = byte_compile(python, [t for t in touched if os.path.exists(t)], runner)
+    return result
+
+
+# --------------------------------------------------------------------------- verify
+
+# Runs inside the venv's python: compiles the touched files, then either imports the modules and
+# resolves the defines (import mode) or finds the defines in the modules' syntax trees (compile mode).
+VERIFY_SCRIPT = r"""
+import ast, importlib, json, os, sys
+cfg = json.loads(sys.argv[1])
+res = {"mode": cfg["mode"], "compiled": [], "imported": [], "defines": [], "errors": []}
+for path in cfg["compile"]:
+    try:
+        with open(path, "rb") as fh:
+            compile(fh.read(), path, "exec", dont_inherit=True)
+        res["compiled"].append(path)
+    except SyntaxError as exc:
+        res["errors"].append("%s: %s: %s (line %s)" % (path, type(exc).__name__, exc.msg, exc.lineno))
+def module_file(name):
+    base = os.path.join(cfg["site_packages"], *name.split("."))
+    for cand in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+def ast_has(tree, parts):
+    body = tree.body
+    for i, part in enumerate(parts):
+        found = None
+        for node in body:
+            names = []
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            if part in names:
+                found = node
+        if found is None:
+            return False
+        body = getattr(found, "body", [])
+    return True
+if cfg["mode"] == "import":
+    if cfg["site_packages"] not in sys.path:
+        sys.path.insert(0, cfg["site_packages"])
+    for name in cfg["imports"]:
+        try:
+            importlib.import_module(name)
+            res["imported"].append(name)
+        except BaseException as exc:
+            res["errors"].append("import %s: %s: %s" % (name, type(exc).__name__, exc))
+    for define in cfg["defines"]:
+        mod, attrs = define.split(":", 1)
+        try:
+            obj = importlib.import_module(mod)
+            for attr in attrs.split("."):
+                obj = getattr(obj, attr)
+            res["defines"].append(define)
+        except BaseException as exc:
+            res["errors"].append("%s: %s: %s" % (define, type(exc).__name__, exc))
+else:
+    for define in cfg["defines"]:
+        mod, attrs = define.split(":", 1)
+        path = module_file(mod)
+        if path is None:
+            res["errors"].append("%s: module %s not found under %s" % (define, mod, cfg["site_packages"]))
+            continue
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), path)
+        except SyntaxError as exc:
+            res["errors"].append("%s: %s does not parse: %s" % (define, path, exc.msg))
+            continue
+        if ast_has(tree, attrs.split(".")):
+            res["defines"].append(define)
+        else:
+            res["errors"].append("%s: not defined in %s" % (define, path))
+print(json.dumps(res))
+"""
+
+DETECT_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+SITE_PACKAGES = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def resolve_site_packages(python, runner=subprocess_runner):
+    rc, out, err = runner([python, "-c", SITE_PACKAGES])
+    if rc != 0 or not out.strip():
+        raise PatchsetError(
+            "could not ask %s for its site-packages (rc %d): %s; is the venv built?" % (python, rc, (err or out).strip()),
+            python=python,
+        )
+    return out.strip().splitlines()[-1]
+
+
+def resolve_verify_mode(mode, python, runner=subprocess_runner):
+    """auto → import when torch is importable in the venv (a GPU venv), else compile (AST / compile())."""
+    if mode != "auto":
+        return mode
+    rc, _out, _err = runner([python, "-c", DETECT_TORCH])
+    return "import" if rc == 0 else "compile"
+
+
+def verify(site_packages, manifest, python, mode="auto", runner=subprocess_runner):
+    """Check every file is at its result checksum, then run the manifest's verify step in the venv."""
+    check_manifest(manifest)
+    mode = resolve_verify_mode(mode, python, runner)
+    checksums = []
+    errors = []
+    for entry in manifest["files"]:
+        found = sha256_file(target_file(site_packages, entry["path"]))
+        ok = found == entry["result_sha256"]
+        checksums.append({"path": entry["path"], "ok": ok, "expected_sha256": entry["result_sha256"],
+                          "found_sha256": found})
+        if not ok:
+            errors.append("%s: expected result_sha256 %s, found %s (patch set not applied?)"
+                          % (entry["path"], entry["result_sha256"], found or "absent"))
+    spec = manifest.get("verify") or {}
+    compile_paths = []
+    if spec.get("compile", True):
+        compile_paths = [target_file(site_packages, e["path"]) for e in manifest["files"]
+                         if e["path"].endswith(".py")]
+    cfg = {
+        "mode": mode,
+        "site_packages": site_packages,
+        "compile": compile_paths,
+        "imports": _as_list(spec.get("imports")),
+        "defines": _as_list(spec.get("defines")),
+    }
+    rc, out, err = runner([python, "-c", VERIFY_SCRIPT, json.dumps(cfg)])
+    try:
+        report = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        report = {"mode": mode, "compiled": [], "imported": [], "defines": [],
+                  "errors": ["verify script failed in %s (rc %d): %s" % (python, rc, (err or out).strip()[-2000:])]}
+    report["checksums"] = checksums
+    report["errors"] = errors + report["errors"]
+    report["ok"] = not report["errors"]
+    return report
