@@ -123,8 +123,10 @@ def parse_query_gpu(text: str, fields: tuple[str, ...] | list[str] | None = None
     ``fields`` is required for ``noheader`` output; with a header it is read from the header.
     A device-handle error line stands for the GPU at its position (nvidia-smi keeps NVML order).
     """
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    if lines and lines[0].lstrip().lower().startswith("index") and "," in lines[0]:
+    lines = [line for line in (text or "").splitlines() if line.strip() and not host_error(line)]
+    if not lines:
+        return []
+    if lines[0].lstrip().lower().startswith("index") and "," in lines[0]:
         names = [_field_name(h) for h in _split_csv(lines[0])]
         lines = lines[1:]
     elif fields:
@@ -137,8 +139,6 @@ def parse_query_gpu(text: str, fields: tuple[str, ...] | list[str] | None = None
         handle = _HANDLE_ERROR.search(line)
         if handle:
             gpus.append(_lost_gpu(position, handle.group("bus"), line.strip()))
-            continue
-        if host_error(line):
             continue
         values = _split_csv(line)
         if len(values) != len(names):
@@ -532,7 +532,10 @@ def host_problems(
     expected_name: str | None = None,
     min_cuda_version: str | None = None,
 ) -> list[dict]:
-    """Whole-host problems: no driver, fewer GPUs than expected, other model, driver CUDA too old."""
+    """Whole-host problems: no driver, fewer GPUs than expected, other model, driver CUDA too old.
+
+    ``expected_name`` is a prefix of the reported product name.
+    """
     problems = [dict(e) for e in facts.get("host_errors", [])]
     gpus = facts.get("gpus", [])
     if not gpus and not problems:
@@ -551,7 +554,8 @@ def host_problems(
                 }
             )
     if expected_name:
-        other = sorted({g["name"] for g in gpus if g.get("name") and g["name"] != expected_name})
+        # Prefix match: "NVIDIA RTX PRO 6000 Blackwell" covers its Server/Workstation Editions.
+        other = sorted({g["name"] for g in gpus if g.get("name") and not g["name"].startswith(expected_name)})
         if other:
             problems.append(
                 {"class": "gpu_model", "message": f"expected {expected_name}, found {', '.join(other)}"}

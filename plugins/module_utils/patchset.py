@@ -46,6 +46,7 @@ import tempfile
 
 from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import DiffError
 from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import apply as apply_diff
+from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import parse as parse_diff
 
 MANIFEST = "patchset.yml"
 STATE_FILE = "state.json"
@@ -140,8 +141,10 @@ def manifest_errors(manifest):
     if not isinstance(name, str) or not NAME_RE.match(name):
         errors.append("name must match %s, found %r" % (NAME_RE.pattern, name))
     if not isinstance(manifest.get("sglang_version"), str) or not manifest.get("sglang_version"):
-        errors.append("sglang_version must be the sglang version the set targets (e.g. '0.5.23'), found %r"
-                      % manifest.get("sglang_version"))
+        errors.append(
+            "sglang_version must be the sglang version the set targets (e.g. '0.5.23'), found %r"
+            % manifest.get("sglang_version")
+        )
     if "description" in manifest and not isinstance(manifest["description"], str):
         errors.append("description must be a string")
     files = manifest.get("files")
@@ -159,8 +162,7 @@ def manifest_errors(manifest):
             errors.append("%s has unknown keys %s; allowed: %s" % (where, unknown, sorted(FILE_KEYS)))
         path = entry.get("path")
         if not _safe_relpath(path):
-            errors.append("%s.path must be a relative path inside site-packages without '..', found %r"
-                          % (where, path))
+            errors.append("%s.path must be a relative path inside site-packages without '..', found %r" % (where, path))
         elif path in seen:
             errors.append("%s.path %s is listed twice" % (where, path))
         else:
@@ -168,8 +170,7 @@ def manifest_errors(manifest):
             where = "files[%d] (%s)" % (index, path)
         base = entry.get("base_sha256")
         if base is not None and not (isinstance(base, str) and SHA_RE.match(base)):
-            errors.append("%s.base_sha256 must be 64 lowercase hex digits or null (new file), found %r"
-                          % (where, base))
+            errors.append("%s.base_sha256 must be 64 lowercase hex digits or null (new file), found %r" % (where, base))
         result = entry.get("result_sha256")
         if not (isinstance(result, str) and SHA_RE.match(result)):
             errors.append("%s.result_sha256 must be 64 lowercase hex digits, found %r" % (where, result))
@@ -241,9 +242,7 @@ def result_content(src, entry, current):
         except DiffError as exc:
             raise PatchsetError("%s: diff %s does not apply: %s" % (path, entry["diff"], exc), file=path) from exc
         if touched != path:
-            raise PatchsetError(
-                "%s: diff %s touches %s, expected %s" % (path, entry["diff"], touched, path), file=path
-            )
+            raise PatchsetError("%s: diff %s touches %s, expected %s" % (path, entry["diff"], touched, path), file=path)
     found = sha256_bytes(data)
     if found != entry["result_sha256"]:
         raise PatchsetError(
@@ -299,6 +298,14 @@ def validate(src, manifest=None, source_tree=None):
             diff = read_bytes(_source_file(src, entry["diff"]))
             if diff is None:
                 errors.append("%s: diff %s is missing from the patch set" % (path, entry["diff"]))
+            else:
+                try:
+                    touched = [p.path for p in parse_diff(diff)]
+                except DiffError as exc:
+                    errors.append("%s: diff %s is malformed: %s" % (path, entry["diff"], exc))
+                else:
+                    if touched != [path]:
+                        errors.append("%s: diff %s touches %s, expected only %s" % (path, entry["diff"], touched, path))
             report.append(row)
             continue
         try:
@@ -404,7 +411,7 @@ def purge_pycache(path):
     stem = filename[:-3] if filename.endswith(".py") else filename
     pattern = os.path.join(glob.escape(directory), "__pycache__", glob.escape(stem) + ".*.pyc")
     removed = []
-    for pyc in sorted(glob.glob(pattern)) + [os.path.join(directory, stem + ".pyc")]:
+    for pyc in [*sorted(glob.glob(pattern)), os.path.join(directory, stem + ".pyc")]:
         if os.path.isfile(pyc):
             os.unlink(pyc)
             removed.append(pyc)
@@ -453,8 +460,9 @@ def _rollback(done):
             pass
 
 
-def apply(src, site_packages, backup_dir, manifest, python, runner=subprocess_runner, check_mode=False,
-          check_version=True):
+def apply(
+    src, site_packages, backup_dir, manifest, python, *, runner=subprocess_runner, check_mode=False, check_version=True
+):
     """Bring every file of the set to its result checksum. Returns {changed, files, pycache_purged, compiled}."""
     check_manifest(manifest)
     if check_version:
@@ -508,7 +516,7 @@ def apply(src, site_packages, backup_dir, manifest, python, runner=subprocess_ru
     return result
 
 
-def revert(site_packages, backup_dir, manifest, python, runner=subprocess_runner, check_mode=False):
+def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_runner, check_mode=False):
     """Restore every file of the set to its base checksum from the backups; remove files the set created."""
     check_manifest(manifest)
     rows = plan(site_packages, manifest, "reverted")
@@ -641,7 +649,8 @@ def resolve_site_packages(python, runner=subprocess_runner):
     rc, out, err = runner([python, "-c", SITE_PACKAGES])
     if rc != 0 or not out.strip():
         raise PatchsetError(
-            "could not ask %s for its site-packages (rc %d): %s; is the venv built?" % (python, rc, (err or out).strip()),
+            "could not ask %s for its site-packages (rc %d): %s; is the venv built?"
+            % (python, rc, (err or out).strip()),
             python=python,
         )
     return out.strip().splitlines()[-1]
@@ -655,38 +664,61 @@ def resolve_verify_mode(mode, python, runner=subprocess_runner):
     return "import" if rc == 0 else "compile"
 
 
-def verify(site_packages, manifest, python, mode="auto", runner=subprocess_runner):
-    """Check every file is at its result checksum, then run the manifest's verify step in the venv."""
+def verify(site_packages, manifest, python, *, mode="auto", runner=subprocess_runner, reverted=False):
+    """Check every file is at its result checksum (base with `reverted`), then run the verify step in the venv.
+
+    After a revert the manifest's `defines` are not checked (the originals do not have them); the
+    touched files must still compile and, in import mode, the modules must still import.
+    """
     check_manifest(manifest)
     mode = resolve_verify_mode(mode, python, runner)
+    key = "base_sha256" if reverted else "result_sha256"
     checksums = []
     errors = []
     for entry in manifest["files"]:
+        expected = entry.get(key)
         found = sha256_file(target_file(site_packages, entry["path"]))
-        ok = found == entry["result_sha256"]
-        checksums.append({"path": entry["path"], "ok": ok, "expected_sha256": entry["result_sha256"],
-                          "found_sha256": found})
+        ok = found == expected
+        checksums.append({"path": entry["path"], "ok": ok, "expected_sha256": expected, "found_sha256": found})
         if not ok:
-            errors.append("%s: expected result_sha256 %s, found %s (patch set not applied?)"
-                          % (entry["path"], entry["result_sha256"], found or "absent"))
+            errors.append(
+                "%s: expected %s %s, found %s (patch set %s?)"
+                % (
+                    entry["path"],
+                    key,
+                    expected or "absent",
+                    found or "absent",
+                    "not reverted" if reverted else "not applied",
+                )
+            )
     spec = manifest.get("verify") or {}
     compile_paths = []
     if spec.get("compile", True):
-        compile_paths = [target_file(site_packages, e["path"]) for e in manifest["files"]
-                         if e["path"].endswith(".py")]
+        compile_paths = [
+            target_file(site_packages, e["path"])
+            for e in manifest["files"]
+            if e["path"].endswith(".py") and not (reverted and e.get("base_sha256") is None)
+        ]
     cfg = {
         "mode": mode,
         "site_packages": site_packages,
         "compile": compile_paths,
-        "imports": _as_list(spec.get("imports")),
-        "defines": _as_list(spec.get("defines")),
+        "imports": []
+        if reverted and any(e.get("base_sha256") is None for e in manifest["files"])
+        else _as_list(spec.get("imports")),
+        "defines": [] if reverted else _as_list(spec.get("defines")),
     }
     rc, out, err = runner([python, "-c", VERIFY_SCRIPT, json.dumps(cfg)])
     try:
         report = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        report = {"mode": mode, "compiled": [], "imported": [], "defines": [],
-                  "errors": ["verify script failed in %s (rc %d): %s" % (python, rc, (err or out).strip()[-2000:])]}
+        report = {
+            "mode": mode,
+            "compiled": [],
+            "imported": [],
+            "defines": [],
+            "errors": ["verify script failed in %s (rc %d): %s" % (python, rc, (err or out).strip()[-2000:])],
+        }
     report["checksums"] = checksums
     report["errors"] = errors + report["errors"]
     report["ok"] = not report["errors"]

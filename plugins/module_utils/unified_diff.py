@@ -193,7 +193,9 @@ def apply(data, original, strip=1):
     """Apply a diff that touches exactly one file to `original` bytes; returns (path, new bytes)."""
     patches = parse(data, strip=strip)
     if len(patches) != 1:
-        raise DiffError("expected a diff of one file, found %d: %s" % (len(patches), ", ".join(p.path for p in patches)))
+        raise DiffError(
+            "expected a diff of one file, found %d: %s" % (len(patches), ", ".join(p.path for p in patches))
+        )
     return patches[0].path, apply_file_patch(patches[0], original)
 
 

@@ -2,12 +2,13 @@
 
 Use it to prove that every flag something renders or accepts is a flag sglang has:
 
-    from tests.support.sglang_flags import unknown_flags
+    from support.sglang_flags import unknown_flags   # tests/ is on sys.path under pytest
 
     def test_unit_template_renders_only_real_sglang_flags(sglang_source_tree):
         rendered = ["--model-path", "--port", "--speculative-algorithm", ...]
         assert unknown_flags(rendered, sglang_source_tree) == []
 
+(`tests.support...` does not import: tests/ has no __init__.py, pytest puts tests/ itself on sys.path.)
 `sglang_source_tree` is the session fixture in tests/conftest.py (the real sglang wheel unpacked
 by scripts/fetch-sglang). Nothing here imports sglang: its `server_args.py` and the field
 declarations in `sglang/srt/arg_groups/fields/*.py` are parsed with `ast`.
@@ -118,11 +119,7 @@ def _cached_flags(tree: str) -> frozenset:
             isinstance(t, ast.Name) and t.id == "_INPUT_NAMESPACES" for t in node.targets
         ):
             namespaces = [elt.id for elt in getattr(node.value, "elts", []) if isinstance(elt, ast.Name)]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "add_argument"
-        ):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
             flags.update(
                 arg.value
                 for arg in node.args

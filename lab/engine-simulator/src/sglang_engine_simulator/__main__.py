@@ -1,0 +1,5 @@
+import sys
+
+from sglang_engine_simulator.cli import main
+
+sys.exit(main())

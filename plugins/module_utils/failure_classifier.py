@@ -1,0 +1,197 @@
+# Copyright: specdec maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The one failure classifier of the collection: log text -> failure class -> hint.
+
+``SIGNATURES`` is an ordered table. The first row whose pattern matches wins, so
+specific rows come before generic ones (``undefined symbol`` before any
+``ImportError``, CUDA out-of-memory before any ``CUDA error``). Patterns key on
+tokens that survive sglang releases: flag names, exception types, CUDA error
+names. To teach the classifier a new failure, add one row (and a test case with
+the real log line).
+
+``VERDICT_HINTS`` holds the classes the readiness state machine decides itself
+(from unit state or the probe), not from log text.
+
+Stdlib only: this runs on the target host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import namedtuple
+
+Signature = namedtuple("Signature", ["failure_class", "pattern", "hint"])
+Classification = namedtuple("Classification", ["failure_class", "hint", "line"])
+
+# Signature rows: (failure class, regex, one-line hint an operator can act on).
+SIGNATURES = (
+    # Torch / sgl_kernel built for another CUDA or torch ABI.
+    Signature(
+        "abi_mismatch",
+        r"undefined symbol:|"
+        r"lib(?:cudart|cublas|cublasLt|nvrtc|cudnn|nccl)[\w.]*\.so[\w.]*: cannot open shared object file|"
+        r"(?:sgl_kernel|common_ops|flashinfer)\S*.*(?:ABI|compiled (?:against|for) .*CUDA)",
+        "torch / sgl_kernel / flashinfer were built for different CUDA or torch ABIs: "
+        "rebuild the venv from the runtime manifest so all of them match one CUDA (e.g. cu130)",
+    ),
+    # sglang's KV pool came out empty: the static memory fraction is too small.
+    Signature(
+        "oom_mem_fraction",
+        r"Not enough memory\. Please try to increase --mem-fraction-static|increase --mem-fraction-static",
+        "the KV cache does not fit: raise --mem-fraction-static, or lower --context-length / "
+        "--max-running-requests (the next smaller envelope)",
+    ),
+    Signature(
+        "cuda_oom",
+        r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
+        r"cudaErrorMemoryAllocation|CUDA error: out of memory",
+        "the GPU ran out of memory: use a smaller envelope (context / mem-fraction / running requests), "
+        "check nvidia-smi for other processes on the selected GPUs",
+    ),
+    Signature(
+        "cuda_graph_capture",
+        r"Capture cuda graph failed",
+        "CUDA graph capture failed: lower --cuda-graph-max-bs or disable CUDA graphs "
+        "(the *-nograph envelope); read the exception for the underlying CUDA error",
+    ),
+    Signature(
+        "cuda_error",
+        r"CUDA error:|CUDA driver error|cudaError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|NCCL error|"
+        r"an illegal memory access was encountered|device-side assert triggered|"
+        r"no CUDA-capable device is detected|No CUDA GPUs are available|"
+        r"CUDA driver version is insufficient|Found no NVIDIA driver|uncorrectable ECC error",
+        "a CUDA/GPU fault, not a config problem: run the GPU preflight (nvidia-smi health, CUDA "
+        "sanity matmul) on the selected GPUs and move off a faulty GPU",
+    ),
+    # sglang rejected its own command line (e.g. DDTREE without the DDTree patch set).
+    Signature(
+        "bad_arguments",
+        r"error: argument --[\w-]+|error: unrecognized arguments|invalid choice: '|"
+        r"error: the following arguments are required|Unknown speculative algorithm name|"
+        r"speculative decoding requires setting --[\w-]+|"
+        r"Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set",
+        "sglang rejected a launch flag: check the unit's flags against this sglang version "
+        "(DDTREE needs the DDTree patch set applied)",
+    ),
+    Signature(
+        "missing_model",
+        r"Repo id must (?:be in the form|use alphanumeric)|HFValidationError|Incorrect path_or_model_id|"
+        r"is not a local folder and is not a valid model identifier|"
+        r"does not appear to have (?:a )?file named|Can't load (?:the )?(?:configuration|tokenizer) for|"
+        r"No such file or directory: '[^']*(?:config\.json|\.safetensors|tokenizer[^']*)'|"
+        r"[Mm]odel path .* does not exist|We couldn't connect to 'https://huggingface\.co'",
+        "the model or draft path is wrong or incomplete: check --model-path and "
+        "--speculative-draft-model-path exist on the host with config.json and weights",
+    ),
+    Signature(
+        "port_in_use",
+        r"[Aa]ddress already in use|Errno 98|Port is already in use|is not available in \d+ seconds|"
+        r"is used by a process already",
+        "another process holds the port: stop it (ss -ltnp 'sport = :PORT') or choose another port",
+    ),
+    Signature(
+        "import_error",
+        r"ModuleNotFoundError: No module named|ImportError: cannot import name|\bImportError: ",
+        "the release venv is incomplete or a patch set does not match this sglang: "
+        "re-run the runtime and patch steps, then verify the venv",
+    ),
+    # Signs of a stuck engine, logged by sglang itself.
+    Signature(
+        "wedged",
+        r"Health check failed\. Server couldn't get a response from detokenizer|watchdog timeout",
+        "the engine stopped answering: read the traceback of the stuck rank, check the GPUs, restart",
+    ),
+    Signature(
+        "warmup_failed",
+        r"Initialization failed\. warmup error",
+        "sglang's own warmup request failed: read the traceback; try --disable-cuda-graph or "
+        "another attention backend for this GPU",
+    ),
+    # A scheduler died without a classified traceback (e.g. SIGKILLed by the OOM killer).
+    # "Received sigquit from a child process" follows every scheduler exception: not a signature.
+    Signature(
+        "scheduler_died",
+        r"Subprocess \S+ \(pid=\d+\) crashed with exit code|Rank \d+ scheduler (?:died|is dead)",
+        "a scheduler process died: exit code -9 usually means the host OOM killer "
+        "(dmesg -T | grep -i oom); otherwise read the traceback above it",
+    ),
+)
+
+# Rows that only say *that* something died, not why: a specific row anywhere in the log wins.
+GENERIC_CLASSES = frozenset(("scheduler_died", "warmup_failed"))
+
+# Classes decided by the readiness state machine, not by log text.
+VERDICT_HINTS = {
+    "crashed_on_start": "the process died before serving: read `exception_line` and `traceback`; "
+    "fix the cause before restarting (a restart will fail the same way)",
+    "not_started": "the unit is not loaded or was never started: check the unit name and start it first",
+    "restart_loop": "systemd keeps restarting a failing process: read `cause_class` and `traceback` "
+    "of the first failed start; restarting will not fix it",
+    "wedged": "the server answers metadata but never generates: the engine is stuck; read the "
+    "journal for the stuck rank, check the GPUs, restart the service",
+    "probe_failed": "the test generation failed: read probe.error / probe.body; check the model, "
+    "the api_key and the probe settings",
+    "spec_mismatch": "the server does not run the expected speculative algorithm: check "
+    "--speculative-algorithm in the unit and that the patch set is applied",
+    "low_acceptance": "speculative accept length is below min_accept_length: check the draft model "
+    "matches the target and --speculative-num-draft-tokens matches the draft block size",
+    "timeout": "no verdict within startup_timeout: read `progress` for where the start was; "
+    "raise startup_timeout for slow loads (cold kernel caches take minutes)",
+}
+
+_COMPILED = tuple((row, re.compile(row.pattern)) for row in SIGNATURES)
+
+
+def classes():
+    """Every failure class the collection knows, table classes first."""
+    seen = []
+    for row in SIGNATURES:
+        if row.failure_class not in seen:
+            seen.append(row.failure_class)
+    for name in VERDICT_HINTS:
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def hint_for(failure_class):
+    """The one-line hint for a class (verdict classes first, then the first table row)."""
+    if failure_class in VERDICT_HINTS:
+        return VERDICT_HINTS[failure_class]
+    for row in SIGNATURES:
+        if row.failure_class == failure_class:
+            return row.hint
+    return None
+
+
+def classify(text):
+    """Return the first table row matching ``text`` as a Classification, or None.
+
+    ``line`` is the log line that matched (stripped), for the result's ``reason``.
+    """
+    if not text:
+        return None
+    for row, regex in _COMPILED:
+        match = regex.search(text)
+        if match:
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            line = text[start : end if end >= 0 else len(text)].strip()
+            return Classification(row.failure_class, row.hint, line)
+    return None
+
+
+def classify_failure(traceback_text, log_text):
+    """Classify a failed start: the last traceback decides first, then the whole log.
+
+    A generic class (``GENERIC_CLASSES``: "a scheduler died", "warmup failed") from the last
+    traceback gives way to a specific match elsewhere in the log: sglang's main process often
+    raises the generic error after the scheduler logged the real one.
+    """
+    from_traceback = classify(traceback_text)
+    if from_traceback and from_traceback.failure_class not in GENERIC_CLASSES:
+        return from_traceback
+    from_log = classify(log_text)
+    if from_log and (from_traceback is None or from_log.failure_class not in GENERIC_CLASSES):
+        return from_log
+    return from_traceback or from_log

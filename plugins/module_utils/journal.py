@@ -1,0 +1,222 @@
+# Copyright: specdec maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The one journal reader of the collection, and the log-text helpers that go with it.
+
+Reading: ``journalctl`` for exactly one start of a unit, selected by the unit's
+InvocationID (plus systemd's own messages about that invocation); where the id is
+unknown or yields nothing, ``-u UNIT --since @<epoch of the start>``.
+
+Text helpers (used for journals and plain log files alike): bound a log by bytes
+from the end without cutting the last traceback, extract that traceback and its
+exception line, find the last load-progress line.
+
+Stdlib only: this runs on the target host.
+"""
+
+from __future__ import annotations
+
+import re
+
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+# Lines joining two tracebacks of one exception chain.
+_CHAIN_LINES = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+# A line that starts a new log record (so an exception message has ended).
+_LOG_RECORD = re.compile(
+    r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)[:\s])"
+)
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b.*$")
+_ERRORISH = re.compile(r"\b\w*(?:Error|Exception)\b|\berror:|\bFATAL\b|\bfailed\b", re.IGNORECASE)
+_MAX_MESSAGE_LINES = 40
+
+# Load-progress lines of sglang's start, newest wins (tokens stable across 0.5.x).
+PROGRESS = re.compile(
+    r"Load weight (?:begin|end)|Loading safetensors|Loading pt checkpoint|Memory pool end|KV Cache is allocated|"
+    r"max_total_num_tokens=|Capture cuda graph|Capturing batches|Init torch distributed|"
+    r"Application startup complete|Uvicorn running on|Start warmup|warmup|fired up and ready to roll",
+    re.IGNORECASE,
+)
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+def journal_command(invocation_id=None, unit=None, since_epoch=None, tail_lines=None):
+    """argv for this start's journal: by invocation id, else by unit and start time."""
+    argv = ["journalctl", "--no-pager", "--quiet", "--output=cat"]
+    if invocation_id:
+        argv += [
+            "_SYSTEMD_INVOCATION_ID=%s" % invocation_id,
+            "+",
+            "INVOCATION_ID=%s" % invocation_id,
+        ]
+    elif unit:
+        argv += ["--unit=%s" % unit]
+        if since_epoch is not None:
+            argv += ["--since=@%d" % int(since_epoch)]
+    else:
+        raise ValueError("journal_command needs an invocation id or a unit")
+    if tail_lines:
+        argv += ["--lines=%d" % int(tail_lines)]
+    return argv
+
+
+class JournalReader:
+    """Reads one start's journal through an injected ``run_command(argv) -> (rc, out, err)``."""
+
+    def __init__(self, run_command):
+        self._run = run_command
+        self.last_command = None
+        self.last_error = None
+
+    def read(self, unit=None, invocation_id=None, since_epoch=None, tail_lines=None):
+        """The text of this start (oldest first); invocation id first, then --since fallback."""
+        attempts = []
+        if invocation_id:
+            attempts.append(journal_command(invocation_id=invocation_id, tail_lines=tail_lines))
+        if unit:
+            attempts.append(journal_command(unit=unit, since_epoch=since_epoch, tail_lines=tail_lines))
+        text = ""
+        for argv in attempts:
+            self.last_command = argv
+            rc, out, err = self._run(argv)
+            if rc != 0:
+                self.last_error = (err or out or "").strip()[:500] or "journalctl exited %d" % rc
+                continue
+            self.last_error = None
+            text = out or ""
+            if text.strip():
+                return text
+        return text
+
+
+def split_lines(text):
+    return (text or "").splitlines()
+
+
+def _traceback_starts(lines):
+    return [i for i, line in enumerate(lines) if TRACEBACK_HEADER in line]
+
+
+def _traceback_end(lines, start):
+    """Index one past the last line of the traceback that begins at ``start``."""
+    i = start + 1
+    n = len(lines)
+    # Frames: indented lines (also Python 3.11 caret lines).
+    while i < n and (lines[i].startswith((" ", "\t")) or not lines[i].strip()):
+        i += 1
+    if i >= n:
+        return n
+    # The exception line, then its message continuation until a new log record.
+    i += 1
+    extra = 0
+    while i < n and extra < _MAX_MESSAGE_LINES:
+        line = lines[i]
+        if TRACEBACK_HEADER in line or _LOG_RECORD.match(line) or line.strip() in _CHAIN_LINES:
+            break
+        if not line.strip():
+            break
+        i += 1
+        extra += 1
+    return i
+
+
+def last_traceback_span(lines):
+    """(start, end) line indexes of the last traceback including its chained causes, or None."""
+    starts = _traceback_starts(lines)
+    if not starts:
+        return None
+    first = starts[-1]
+    end = _traceback_end(lines, first)
+    # Walk back over chained exceptions ("During handling of ..." / "direct cause of ...").
+    idx = len(starts) - 1
+    while idx > 0:
+        prev = starts[idx - 1]
+        prev_end = _traceback_end(lines, prev)
+        between = [line.strip() for line in lines[prev_end:first] if line.strip()]
+        if between and all(b in _CHAIN_LINES for b in between):
+            first = prev
+            idx -= 1
+            continue
+        break
+    return first, end
+
+
+def last_traceback(text):
+    """The last traceback (with its chained causes) as text, or None."""
+    lines = split_lines(text)
+    span = last_traceback_span(lines)
+    if span is None:
+        return None
+    return "\n".join(lines[span[0] : span[1]])
+
+
+def exception_line(traceback_text):
+    """The exception line of a traceback's final exception (``RuntimeError: ...``), or None."""
+    lines = split_lines(traceback_text)
+    starts = _traceback_starts(lines)
+    if not starts:
+        return None
+    start = starts[-1]
+    i = start + 1
+    while i < len(lines) and (lines[i].startswith((" ", "\t")) or not lines[i].strip()):
+        i += 1
+    if i < len(lines):
+        return lines[i].strip()
+    return None
+
+
+def last_error_line(text):
+    """The last line that reads like an error, for logs without a traceback."""
+    for line in reversed(split_lines(text)):
+        stripped = line.strip()
+        if stripped and (_ERRORISH.search(stripped) or _EXCEPTION_LINE.match(stripped)):
+            return stripped
+    return None
+
+
+def last_progress(text):
+    """The last load-progress line of a start, or None."""
+    for line in reversed(split_lines(text)):
+        if PROGRESS.search(line):
+            return line.strip()
+    return None
+
+
+def saw_ready_line(text):
+    return READY_LINE in (text or "")
+
+
+def bound(text, max_bytes):
+    """Keep the end of ``text`` within ``max_bytes`` (UTF-8), cut at a line start.
+
+    The last traceback is never cut: when it starts before the cut, the kept text starts
+    where the traceback starts (and may then exceed ``max_bytes``). Returns (text, truncated).
+    """
+    text = text or ""
+    data = text.encode("utf-8", "replace")
+    if max_bytes is None or max_bytes <= 0 or len(data) <= max_bytes:
+        return text, False
+    lines = split_lines(text)
+    # Byte offset of each line start.
+    offsets = []
+    pos = 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line.encode("utf-8", "replace")) + 1
+    total = pos
+    keep_from = 0
+    for i, off in enumerate(offsets):
+        if total - off <= max_bytes:
+            keep_from = i
+            break
+    else:
+        keep_from = len(lines)  # even the last line alone is too long
+    span = last_traceback_span(lines)
+    if span is not None and span[0] < keep_from:
+        keep_from = span[0]
+    if keep_from >= len(lines):
+        # One oversized last line: keep its end.
+        tail = data[-max_bytes:].decode("utf-8", "ignore")
+        return tail, True
+    return "\n".join(lines[keep_from:]), keep_from > 0

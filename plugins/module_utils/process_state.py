@@ -1,0 +1,140 @@
+# Copyright: specdec maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""A process without systemd (containers, a GPU box started by hand): pid / pidfile and a log file.
+
+``ProcessWatcher`` gives the same verdict inputs as the unit watcher: alive, dead
+(no such process, or a zombie), restarted (the pidfile names another live process, or
+the pid now belongs to a process started later). Liveness comes from ``/proc``
+(``proc_root`` is injectable for tests); the log is the tail of ``log_file``.
+
+Stdlib only: this runs on the target host.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+
+# Read at most this much of the end of a log file (the result is bounded again later).
+LOG_READ_MAX_BYTES = 8 * 1024 * 1024
+
+
+def read_pidfile(path):
+    """The pid in ``path`` (first token), or None when missing / empty / not a number."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            token = handle.read().strip().split()
+    except OSError:
+        return None
+    if not token:
+        return None
+    try:
+        pid = int(token[0])
+    except ValueError:
+        return None
+    return pid if pid > 0 else None
+
+
+def process_stat(pid, proc_root="/proc"):
+    """(state letter, start time in clock ticks) from /proc/<pid>/stat, or None if gone."""
+    try:
+        with open(os.path.join(proc_root, str(pid), "stat"), encoding="utf-8", errors="replace") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: fields restart after the last ')'.
+    rest = raw[raw.rfind(")") + 1 :].split()
+    if len(rest) < 20:
+        return None
+    return rest[0], rest[19]
+
+
+def read_log_tail(path, max_bytes=LOG_READ_MAX_BYTES):
+    """The last ``max_bytes`` of a log file as text, starting at a line boundary ('' if absent)."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            start = max(0, size - max_bytes)
+            handle.seek(start)
+            data = handle.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if start > 0:
+        newline = text.find("\n")
+        text = text[newline + 1 :] if newline >= 0 else text
+    return text
+
+
+class ProcessWatcher:
+    """Watches a pid (fixed) or a pidfile (re-read every poll) and reads ``log_file``."""
+
+    kind = "process"
+
+    def __init__(self, pid=None, pidfile=None, log_file=None, proc_root="/proc"):
+        if not pid and not pidfile:
+            raise ValueError("ProcessWatcher needs pid or pidfile")
+        self.pid = pid
+        self.pidfile = pidfile
+        self.log_file = log_file
+        self.proc_root = proc_root
+        self.first_pid = None
+        self.first_start = None
+        self.last = {}
+        self.restart_detail = None
+
+    def _current_pid(self):
+        if self.pidfile:
+            return read_pidfile(self.pidfile)
+        return self.pid
+
+    def poll(self):
+        pid = self._current_pid()
+        stat = process_stat(pid, self.proc_root) if pid else None
+        state = stat[0] if stat else None
+        alive = stat is not None and state not in ("Z", "X", "x")
+        detail = {
+            "pid": pid,
+            "pidfile": self.pidfile,
+            "state": state,
+            "alive": alive,
+            "log_file": self.log_file,
+        }
+        self.last = detail
+        if self.first_pid is None and alive:
+            self.first_pid, self.first_start = pid, stat[1]
+        if self.first_pid is None:
+            what = "pidfile %s names no live process" % self.pidfile if self.pidfile else "process %s is gone" % pid
+            if pid and state in ("Z", "X", "x"):
+                what = "process %s exited (zombie)" % pid
+            return WatchState(False, dead=True, description=what, detail=detail)
+        if pid and pid != self.first_pid and alive:
+            self.restart_detail = "pid %d -> %d (pidfile %s)" % (self.first_pid, pid, self.pidfile)
+            return WatchState(
+                False, restarted=True, description="process restarted: " + self.restart_detail, detail=detail
+            )
+        if pid == self.first_pid and alive and stat[1] != self.first_start:
+            self.restart_detail = "pid %d was reused by a new process" % pid
+            return WatchState(
+                False, restarted=True, description="process restarted: " + self.restart_detail, detail=detail
+            )
+        if not alive:
+            if pid and state in ("Z", "X", "x"):
+                what = "process %s exited (zombie)" % pid
+            elif pid and pid != self.first_pid:
+                what = "process %d is gone (pidfile now names %d, not running)" % (self.first_pid, pid)
+            else:
+                what = "process %s is gone" % (pid or self.first_pid)
+            return WatchState(False, dead=True, description=what, detail=detail)
+        return WatchState(True, description="process %d is running (state %s)" % (pid, state), detail=detail)
+
+    def read_log(self, tail_lines=None):
+        text = read_log_tail(self.log_file)
+        if tail_lines:
+            lines = text.splitlines()
+            text = "\n".join(lines[-tail_lines:])
+        return text

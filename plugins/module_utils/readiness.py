@@ -1,0 +1,419 @@
+# Copyright: specdec maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The readiness state machine: watch the process, walk the HTTP phases, return a verdict.
+
+Every ``poll_interval`` the watcher (systemd unit or plain process) is polled first, so a
+death or a restart ends the wait within one poll whatever HTTP call is in flight. HTTP
+calls run in the background (``prober.start``) and are judged when they finish or when
+their own timeout has passed on the injected clock.
+
+Phases: ``loading`` (port closed) -> ``warming`` (``/health`` 503) -> ``probing`` (a real
+generation) -> ``verifying`` (server info: speculative algorithm, accept length) ->
+``ready``; any verdict other than ready is phase ``failed`` with ``failed_in_phase``.
+
+``clock`` and ``sleep`` are injected (a fake clock drives the unit tests).
+
+Stdlib only: this runs on the target host.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier
+from ansible_collections.specdec.sglang.plugins.module_utils import journal as journal_text
+from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import (
+    HEALTH_TIMEOUT_S,
+    MODELS_TIMEOUT_S,
+    SERVER_INFO_TIMEOUT_S,
+    redact,
+)
+
+# Server-info keys worth returning (never the whole server args: they may hold secrets).
+SERVER_KEYS = (
+    "version",
+    "model_path",
+    "served_model_name",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_draft_tokens",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "tp_size",
+    "dp_size",
+    "context_length",
+    "mem_fraction_static",
+    "max_running_requests",
+    "disable_cuda_graph",
+    "attention_backend",
+)
+
+
+class Params:
+    """Tunables of one readiness run (module options, plus internal pacing)."""
+
+    def __init__(
+        self,
+        *,
+        startup_timeout=900.0,
+        poll_interval=0.5,
+        expect_speculative_algorithm=None,
+        min_accept_length=None,
+        journal_max_bytes=65536,
+        progress_every_s=2.0,
+        death_grace_s=2.0,
+        journal_settle_s=1.5,
+        task_slack_s=1.0,
+        api_key=None,
+    ):
+        self.startup_timeout = float(startup_timeout)
+        self.poll_interval = float(poll_interval)
+        self.expect_speculative_algorithm = expect_speculative_algorithm
+        self.min_accept_length = min_accept_length
+        self.journal_max_bytes = int(journal_max_bytes)
+        self.progress_every_s = progress_every_s
+        self.death_grace_s = death_grace_s
+        self.journal_settle_s = journal_settle_s
+        self.task_slack_s = task_slack_s
+        self.api_key = api_key
+
+
+def _normalise_algorithm(value):
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text or text.lower() == "none":
+        return None
+    return text.upper()
+
+
+def extract_server(info):
+    """Selected keys of /get_server_info, plus the scheduler's average accept length."""
+    if not isinstance(info, dict):
+        return {}
+    server = {key: info.get(key) for key in SERVER_KEYS if key in info}
+    states = info.get("internal_states")
+    if isinstance(states, list):
+        for state in states:
+            if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None:
+                server["avg_spec_accept_length"] = state["avg_spec_accept_length"]
+                break
+    return server
+
+
+class Readiness:
+    """One readiness run. ``run()`` waits for a verdict; ``snapshot()`` reports without waiting."""
+
+    def __init__(self, watcher, prober, params=None, clock=time.monotonic, sleep=time.sleep):
+        self.watcher = watcher
+        self.prober = prober
+        self.params = params or Params()
+        self.clock = clock
+        self.sleep = sleep
+        self.phase = "loading"
+        self.progress = None
+        self.probe = {}
+        self.server = {}
+        self.warnings = []
+        self.notes = []
+        self._start = None
+        self._watch = None
+        self._outcome = None
+        self._last_progress_read = None
+        self._wedge_timeout = None
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _elapsed(self):
+        return round(self.clock() - self._start, 3)
+
+    def _remaining(self):
+        return self._start + self.params.startup_timeout - self.clock()
+
+    def _refresh_progress(self, force=False):
+        now = self.clock()
+        if not force and self._last_progress_read is not None:
+            if now - self._last_progress_read < self.params.progress_every_s:
+                return
+        self._last_progress_read = now
+        try:
+            line = journal_text.last_progress(self.watcher.read_log(tail_lines=200))
+        except Exception as exc:  # progress is informative; never let it end the run
+            self.warnings.append("could not read the log for progress: %s" % exc)
+            return
+        if line:
+            self.progress = line
+
+    def _settled_log(self):
+        """This start's log, re-read until it stops growing (journald may lag the death)."""
+        text = self.watcher.read_log()
+        waited = 0.0
+        step = 0.3
+        while waited < self.params.journal_settle_s:
+            self.sleep(step)
+            waited += step
+            again = self.watcher.read_log()
+            if len(again) == len(text):
+                return again
+            text = again
+        return text
+
+    def _result(self, ready, *, failure_class=None, reason=None, log_text=None, cause_class=None, failed_in=None):
+        traceback = None
+        exception = None
+        journal = ""
+        truncated = False
+        if log_text is not None:
+            traceback = journal_text.last_traceback(log_text)
+            exception = journal_text.exception_line(traceback) if traceback else None
+            journal, truncated = journal_text.bound(log_text, self.params.journal_max_bytes)
+            self.progress = journal_text.last_progress(log_text) or self.progress
+        secret = self.params.api_key
+        watch = self._watch
+        unit = watch.detail if watch is not None and self.watcher.kind == "unit" else {}
+        process = watch.detail if watch is not None and self.watcher.kind == "process" else {}
+        elapsed = self._elapsed()
+        if unit and watch.exited_at and not ready:
+            # Same clock as systemd's stamps (CLOCK_MONOTONIC) when clock is time.monotonic.
+            unit = dict(unit, death_to_verdict_s=round(self.clock() - watch.exited_at, 3))
+        return {
+            "ready": ready,
+            "phase": "ready" if ready else "failed",
+            "failed_in_phase": failed_in,
+            "failure_class": failure_class,
+            "cause_class": cause_class if cause_class is not None else failure_class,
+            "reason": redact(reason, secret),
+            "hint": failure_classifier.hint_for(failure_class) if failure_class else None,
+            "elapsed_s": elapsed,
+            "time_to_ready_s": elapsed if ready else None,
+            "unit": unit,
+            "process": process,
+            "probe": self.probe,
+            "server": self.server,
+            "traceback": redact(traceback, secret),
+            "exception_line": redact(exception, secret),
+            "journal": redact(journal, secret),
+            "journal_truncated": truncated,
+            "progress": redact(self.progress, secret),
+            "warnings": list(self.warnings),
+        }
+
+    def _fail(self, failure_class, reason, cause_class=None, log=True):
+        log_text = None
+        if log:
+            try:
+                log_text = self.watcher.read_log()
+            except Exception as exc:
+                self.warnings.append("could not read the log: %s" % exc)
+                log_text = ""
+        failed_in = self.phase
+        self.phase = "failed"
+        return self._result(
+            False,
+            failure_class=failure_class,
+            reason=reason,
+            log_text=log_text,
+            cause_class=cause_class,
+            failed_in=failed_in,
+        )
+
+    def _death_verdict(self, watch):
+        failed_in = self.phase
+        self.phase = "failed"
+        try:
+            log_text = self._settled_log()
+        except Exception as exc:
+            self.warnings.append("could not read the log: %s" % exc)
+            log_text = ""
+        traceback = journal_text.last_traceback(log_text)
+        match = failure_classifier.classify_failure(traceback, log_text)
+        exception = (journal_text.exception_line(traceback) if traceback else None) or (
+            match.line if match else journal_text.last_error_line(log_text)
+        )
+        cause = match.failure_class if match else "crashed_on_start"
+        if watch.restarted:
+            failure_class = "restart_loop"
+        elif watch.not_started and not log_text.strip():
+            failure_class = cause = "not_started"
+        else:
+            failure_class = cause
+        reason = "%s after %.1fs (phase %s)" % (watch.description, self._elapsed(), failed_in)
+        if exception:
+            reason += ": " + exception
+        return self._result(
+            False, failure_class=failure_class, reason=reason, log_text=log_text, cause_class=cause, failed_in=failed_in
+        )
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self):
+        self._start = self.clock()
+        pending = None  # (name, task, timeout, started)
+        failed_probe_at = None
+        while True:
+            now = self.clock()
+            watch = self.watcher.poll()
+            self._watch = watch
+            if watch.dead or watch.restarted:
+                return self._death_verdict(watch)
+            self._refresh_progress()
+
+            if failed_probe_at is not None:
+                # A failed probe: give the process a moment to die, so a crash wins over probe_failed.
+                if now - failed_probe_at >= self.params.death_grace_s:
+                    return self._fail("probe_failed", self._outcome.reason)
+                self.sleep(self.params.poll_interval)
+                continue
+
+            if pending is not None:
+                name, task, timeout, started = pending
+                verdict = None
+                if task.done():
+                    pending = None
+                    try:
+                        value = task.result()
+                    except Exception as exc:  # a bug in a call must still end in a verdict
+                        return self._fail("probe_failed", "internal error in the %s call: %r" % (name, exc))
+                    verdict, pending = self._handle(name, value, timeout)
+                elif now - started >= timeout + self.params.task_slack_s:
+                    pending = None
+                    verdict, pending = self._handle(name, None, timeout)
+                if verdict == "probe_failed":
+                    failed_probe_at = self.clock()
+                    continue
+                if verdict is not None:
+                    return verdict
+
+            if pending is None:
+                remaining = self._remaining()
+                if remaining <= 0:
+                    return self._fail(
+                        "timeout",
+                        "no verdict within startup_timeout=%gs; last phase %s; progress: %s"
+                        % (self.params.startup_timeout, self.phase, self.progress or "none seen in the log"),
+                    )
+                name, task, timeout = self._next_call(remaining)
+                pending = (name, task, timeout, self.clock())
+            self.sleep(self.params.poll_interval)
+
+    def _next_call(self, remaining):
+        if self.phase in ("loading", "warming"):
+            timeout = min(HEALTH_TIMEOUT_S, max(remaining, 0.5))
+            return ("health", self.prober.start("health", timeout=timeout), timeout)
+        if self.phase == "probing":
+            timeout = min(self.prober.probe.timeout, max(remaining, 0.5))
+            return ("generate", self.prober.start("generate", timeout=timeout), timeout)
+        if self.phase == "confirming":
+            return ("models", self.prober.start("models", timeout=MODELS_TIMEOUT_S), MODELS_TIMEOUT_S)
+        if self.phase == "verifying":
+            timeout = SERVER_INFO_TIMEOUT_S
+            return ("server_info", self.prober.start("server_info", timeout=timeout), timeout)
+        raise RuntimeError("readiness: no call for phase %r" % self.phase)
+
+    def _handle(self, name, result, timeout):
+        """Judge a finished (or overdue: result None) call. Returns (verdict or None, next pending)."""
+        if name == "health":
+            if result is None or result.error == "timeout":
+                # Past "Starting" (which answers 503 at once) but the engine is slow: let a generation decide.
+                self.notes.append("/health did not answer within %gs" % timeout)
+                self.phase = "probing"
+            elif result.error in ("refused", "connection"):
+                self.phase = "loading"
+            elif result.status == 503:
+                self.phase = "warming"
+            else:
+                self.phase = "probing"
+            return None, None
+
+        if name == "generate":
+            if result is None:
+                self._wedge_timeout = timeout
+                outcome_error = "timeout"
+            else:
+                self._outcome = result
+                self.probe = result.as_dict(self.params.api_key)
+                outcome_error = None if result.ok else result.error
+            if outcome_error is None:
+                self.phase = "verifying"
+                return None, None
+            if outcome_error == "timeout":
+                if timeout < self.prober.probe.timeout:
+                    return self._fail(
+                        "timeout",
+                        "startup_timeout=%gs ran out while the test generation was still unanswered "
+                        "(after %gs)" % (self.params.startup_timeout, timeout),
+                    ), None
+                self._wedge_timeout = timeout
+                self.phase = "confirming"
+                return None, None
+            return "probe_failed", None
+
+        if name == "models":
+            what = "POST generation did not answer within %gs" % self._wedge_timeout
+            if result is not None and result.ok:
+                reason = "%s while GET /v1/models answered HTTP %s in %.3fs" % (what, result.status, result.latency_s)
+            elif result is not None:
+                reason = "%s and GET /v1/models did not answer either (%s)" % (what, result.describe())
+            else:
+                reason = "%s and GET /v1/models did not answer either" % what
+            return self._fail("wedged", reason), None
+
+        if name == "server_info":
+            return self._verify(result), None
+
+        raise RuntimeError("readiness: unknown call %r" % name)
+
+    def _verify(self, result):
+        params = self.params
+        info = result.json() if result is not None and result.ok else None
+        if not isinstance(info, dict):
+            what = result.describe() if result is not None else "no answer within %gs" % SERVER_INFO_TIMEOUT_S
+            if params.expect_speculative_algorithm:
+                return self._fail("probe_failed", "could not read the server info to check the algorithm: %s" % what)
+            self.warnings.append("server info unavailable: %s" % what)
+        else:
+            self.server = extract_server(info)
+        if params.expect_speculative_algorithm:
+            want = _normalise_algorithm(params.expect_speculative_algorithm)
+            got = _normalise_algorithm(self.server.get("speculative_algorithm"))
+            if want != got:
+                return self._fail(
+                    "spec_mismatch",
+                    "expected speculative_algorithm %s, the server runs %s" % (want, got or "none"),
+                )
+        accept = self.probe.get("spec_accept_length")
+        if accept is None:
+            accept = self.server.get("avg_spec_accept_length")
+        if params.min_accept_length is not None:
+            if accept is None:
+                self.warnings.append("min_accept_length not checked: the server reports no spec_accept_length")
+            elif float(accept) < float(params.min_accept_length):
+                return self._fail(
+                    "low_acceptance",
+                    "spec_accept_length %.2f is below min_accept_length %.2f"
+                    % (float(accept), float(params.min_accept_length)),
+                )
+        self.phase = "ready"
+        return self._result(True)
+
+    # -- check mode -------------------------------------------------------------------------
+    def snapshot(self):
+        """Current state without waiting: unit/process, /health, progress. Never probes."""
+        self._start = self.clock()
+        watch = self.watcher.poll()
+        self._watch = watch
+        if watch.dead or watch.restarted:
+            self.params.journal_settle_s = 0
+            return self._death_verdict(watch)
+        self._refresh_progress(force=True)
+        health = self.prober.health(timeout=min(HEALTH_TIMEOUT_S, 2.0))
+        if health.error in ("refused", "connection"):
+            self.phase = "loading"
+        elif health.status == 503:
+            self.phase = "warming"
+        elif health.error == "timeout":
+            self.phase = "probing"
+        else:
+            self.phase = "up"
+        result = self._result(False)
+        result["phase"] = self.phase
+        result["reason"] = "check mode: %s; /health %s; no generation sent" % (watch.description, health.describe())
+        return result

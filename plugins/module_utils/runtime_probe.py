@@ -1,0 +1,277 @@
+# Copyright: specdec maintainers
+# Apache-2.0
+"""Probe a release venv with its own Python: versions, imports, torch CUDA, GPU sanity.
+
+The probe scripts are stdlib-only source strings run as ``<venv>/bin/python -c SOURCE JSON``;
+they print one JSON document between marker lines so that warnings printed by imported
+packages cannot corrupt the result. Result parsing and failure classification are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+BEGIN = "SPECDEC-PROBE-BEGIN"
+END = "SPECDEC-PROBE-END"
+
+# Runs inside the venv: stdlib + whatever the venv holds. argv[1]: {"packages": [{"name", "import"}]}.
+PROBE_SOURCE = r'''
+import importlib, importlib.metadata as md, json, sys, traceback
+spec = json.loads(sys.argv[1])
+out = {"python": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix,
+       "packages": {}, "imports": {}, "torch_cuda": None, "torch_version": None}
+for item in spec.get("packages", []):
+    name = item["name"]
+    entry = {"version": None, "location": None}
+    for candidate in (name, name.replace("-", "_"), name.replace("_", "-")):
+        try:
+            dist = md.distribution(candidate)
+        except md.PackageNotFoundError:
+            continue
+        entry["version"] = dist.version
+        try:
+            entry["location"] = str(dist.locate_file(""))
+        except Exception:
+            pass
+        break
+    out["packages"][name] = entry
+for item in spec.get("packages", []):
+    module = item.get("import")
+    if not module or module in out["imports"]:
+        continue
+    result = {"ok": False, "version": None, "file": None, "error": None, "error_type": None}
+    try:
+        mod = importlib.import_module(module)
+        result["ok"] = True
+        result["version"] = getattr(mod, "__version__", None)
+        if result["version"] is not None:
+            result["version"] = str(result["version"])
+        result["file"] = getattr(mod, "__file__", None)
+        if module == "torch":
+            out["torch_version"] = str(mod.__version__)
+            out["torch_cuda"] = getattr(getattr(mod, "version", None), "cuda", None)
+    except BaseException as exc:
+        result["error_type"] = type(exc).__name__
+        result["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    out["imports"][module] = result
+print("SPECDEC-PROBE-BEGIN")
+print(json.dumps(out))
+print("SPECDEC-PROBE-END")
+'''
+
+# Runs inside the venv with CUDA_VISIBLE_DEVICES=<one uuid>: small matmul on the GPU vs the CPU.
+CUDA_CHECK_SOURCE = r'''
+import json, sys, time
+spec = json.loads(sys.argv[1])
+out = {"ok": False, "stage": "import", "device_name": None, "max_abs_diff": None, "error": None}
+t0 = time.time()
+try:
+    import torch
+    out["stage"] = "init"
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+    if not out["cuda_available"] or out["device_count"] < 1:
+        out["error"] = "torch.cuda.is_available() is False (no usable CUDA device visible)"
+    else:
+        out["device_name"] = torch.cuda.get_device_name(0)
+        out["capability"] = list(torch.cuda.get_device_capability(0))
+        out["stage"] = "matmul"
+        n = int(spec.get("size", 512))
+        gen = torch.Generator().manual_seed(1234)
+        a = torch.randn(n, n, generator=gen, dtype=torch.float32)
+        b = torch.randn(n, n, generator=gen, dtype=torch.float32)
+        ref = a @ b
+        got = (a.to("cuda:0") @ b.to("cuda:0")).cpu()
+        torch.cuda.synchronize()
+        out["max_abs_diff"] = float((got - ref).abs().max())
+        tol = float(spec.get("tolerance", 1e-2)) * float(ref.abs().max())
+        out["tolerance"] = tol
+        out["stage"] = "compare"
+        if out["max_abs_diff"] <= tol:
+            out["ok"] = True
+        else:
+            out["error"] = "GPU result differs from CPU: max |diff| %.6g > %.6g" % (out["max_abs_diff"], tol)
+except BaseException as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+out["elapsed_s"] = round(time.time() - t0, 3)
+print("SPECDEC-PROBE-BEGIN")
+print(json.dumps(out))
+print("SPECDEC-PROBE-END")
+'''
+
+_UNDEFINED_SYMBOL = re.compile(r"(?:(?P<lib>/?[^\s:]+\.so[^\s:]*):\s*)?undefined symbol:\s*(?P<symbol>\S+)")
+
+
+class ProbeError(RuntimeError):
+    """The probe did not produce a result (interpreter missing, crash, timeout)."""
+
+
+def parse_probe_output(stdout: str) -> dict:
+    """The JSON document between the marker lines."""
+    text = stdout or ""
+    start = text.rfind(BEGIN)
+    end = text.rfind(END)
+    if start < 0 or end < start:
+        raise ProbeError("probe printed no result (markers missing)")
+    try:
+        return json.loads(text[start + len(BEGIN) : end].strip())
+    except ValueError as exc:
+        raise ProbeError(f"probe result is not JSON: {exc}") from exc
+
+
+def classify_import_error(error: str | None, error_type: str | None = None) -> dict:
+    """``undefined symbol`` -> abi_mismatch (with symbol and library); missing module -> not_installed."""
+    text = error or ""
+    match = _UNDEFINED_SYMBOL.search(text)
+    if match:
+        return {
+            "class": "abi_mismatch",
+            "symbol": match.group("symbol"),
+            "library": match.group("lib"),
+            "hint": "the extension was built against another torch: install the kernel build that matches"
+            " the manifest's torch (same version and CUDA local tag)",
+        }
+    if error_type == "ModuleNotFoundError" or "No module named" in text:
+        return {"class": "not_installed", "symbol": None, "library": None, "hint": "package missing from the venv"}
+    return {"class": "import_error", "symbol": None, "library": None, "hint": "import failed; see error"}
+
+
+def annotate_imports(probe: dict) -> dict:
+    """Add the classification to every failed import of a parsed probe result."""
+    for result in (probe.get("imports") or {}).values():
+        if not result.get("ok"):
+            result.update(classify_import_error(result.get("error"), result.get("error_type")))
+    return probe
+
+
+def classify_cuda_check(result: dict | None, rc: int | None, stderr: str = "", timed_out: bool = False) -> str:
+    """``ok``, ``cuda_hang``, ``cuda_unavailable``, ``cuda_oom``, ``cuda_error``, ``wrong_result``, ``import_error``,
+    ``probe_crashed``."""
+    if timed_out:
+        return "cuda_hang"
+    if result is None:
+        text = (stderr or "").lower()
+        if "out of memory" in text:
+            return "cuda_oom"
+        if "cuda" in text:
+            return "cuda_error"
+        return "probe_crashed"
+    if result.get("ok"):
+        return "ok"
+    error = (result.get("error") or "").lower()
+    stage = result.get("stage")
+    if stage == "import":
+        return "abi_mismatch" if "undefined symbol" in error else "import_error"
+    if "out of memory" in error:
+        return "cuda_oom"
+    if "is_available() is false" in error or "no cuda" in error or "no kernel image" in error:
+        return "cuda_unavailable"
+    if stage == "compare":
+        return "wrong_result"
+    return "cuda_error"
+
+
+def run_python(python: str, source: str, arg: dict, env: dict | None = None, timeout_s: float = 120, runner=None) -> dict:
+    """Run ``python -c source json(arg)`` with a timeout: {rc, stdout, stderr, timed_out, elapsed_s}."""
+    runner = runner or subprocess.run
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    started = time.monotonic()
+    try:
+        done = runner(
+            [python, "-c", source, json.dumps(arg)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=full_env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return {
+            "rc": None,
+            "stdout": _text(exc.stdout),
+            "stderr": _text(exc.stderr),
+            "timed_out": True,
+            "elapsed_s": round(time.monotonic() - started, 3),
+        }
+    except OSError as exc:
+        return {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "elapsed_s": 0.0, "os_error": True}
+    return {
+        "rc": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "timed_out": False,
+        "elapsed_s": round(time.monotonic() - started, 3),
+    }
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def probe_venv(python: str, manifest: list[dict], timeout_s: float = 120, runner=None, env: dict | None = None) -> dict:
+    """Versions and imports of the manifest packages, as seen by the venv's own Python."""
+    spec = {"packages": [{"name": e["name"], "import": e.get("import") or ""} for e in manifest]}
+    done = run_python(python, PROBE_SOURCE, spec, env=env, timeout_s=timeout_s, runner=runner)
+    if done.get("os_error"):
+        raise ProbeError(f"cannot run {python}: {done['stderr']}")
+    if done["timed_out"]:
+        raise ProbeError(f"probe did not finish within {timeout_s} s")
+    try:
+        probe = parse_probe_output(done["stdout"])
+    except ProbeError as exc:
+        tail = (done["stderr"] or "").strip().splitlines()[-5:]
+        raise ProbeError(f"{exc}; rc={done['rc']}; stderr: {' | '.join(tail)}") from exc
+    return annotate_imports(probe)
+
+
+def cuda_check(
+    python: str,
+    gpu_uuids: list[str],
+    timeout_s: float = 120,
+    size: int = 512,
+    tolerance: float = 1e-2,
+    runner=None,
+) -> list[dict]:
+    """Run the matmul check once per GPU, each in its own process seeing only that GPU."""
+    results = []
+    for uuid in gpu_uuids:
+        done = run_python(
+            python,
+            CUDA_CHECK_SOURCE,
+            {"size": size, "tolerance": tolerance},
+            env={"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+            timeout_s=timeout_s,
+            runner=runner,
+        )
+        try:
+            parsed = parse_probe_output(done["stdout"])
+        except ProbeError:
+            parsed = None
+        klass = classify_cuda_check(parsed, done["rc"], done["stderr"], done["timed_out"])
+        error = (parsed or {}).get("error")
+        if klass == "cuda_hang":
+            error = f"no answer within {timeout_s} s (GPU hung or wedged)"
+        elif parsed is None:
+            error = " | ".join((done["stderr"] or "").strip().splitlines()[-5:]) or f"rc={done['rc']}"
+        results.append(
+            {
+                "uuid": uuid,
+                "ok": klass == "ok",
+                "class": klass,
+                "device_name": (parsed or {}).get("device_name"),
+                "max_abs_diff": (parsed or {}).get("max_abs_diff"),
+                "elapsed_s": done["elapsed_s"],
+                "error": error,
+            }
+        )
+    return results

@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# Copyright: specdec maintainers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvidia_gpu_facts
+short_description: Per-GPU facts and health from nvidia-smi, and a GPU selection
+version_added: 0.1.0
+author: specdec maintainers (@specdec)
+description:
+  - Runs C(nvidia-smi --query-gpu=... --format=csv,nounits), C(nvidia-smi -q -x) and
+    C(nvidia-smi --query-compute-apps=...) and turns the output into one record per GPU with a
+    health verdict.
+  - A GPU is unusable when it is lost (C(Unable to determine the device handle ...), C([GPU is lost]),
+    C([GPU requires reset])), has uncorrected volatile ECC errors, needs a reset (row remapping
+    pending or failed, a recovery action), or is busy (processes on it, or more than
+    O(busy_memory_mb) in use) unless O(allow_busy=true).
+  - With O(select) (explicit ids) or O(count) (automatic), picks GPUs and returns them as UUIDs;
+    unusable, unknown or excluded GPUs are refused with the reason.
+  - Read-only; supports check mode.
+options:
+  nvidia_smi:
+    description: nvidia-smi executable (name on PATH or absolute path).
+    type: str
+    default: nvidia-smi
+  select:
+    description: Explicit GPUs to use, each an index (V("1")), a UUID (V(GPU-...)) or a PCI bus id.
+    type: list
+    elements: str
+    default: []
+  count:
+    description:
+      - Number of GPUs to pick automatically (healthy, idle, not excluded, lowest index first) when
+        O(select) is empty. V(0) means no selection. With O(select), the list must have this length.
+    type: int
+    default: 0
+  exclude:
+    description: GPUs never to use (ids as in O(select)).
+    type: list
+    elements: str
+    default: []
+  allow_busy:
+    description: Accept GPUs that have other processes on them or little free memory.
+    type: bool
+    default: false
+  busy_memory_mb:
+    description: Memory in use (MiB) above which a GPU without visible processes counts as busy.
+    type: int
+    default: 1024
+  min_free_memory_mb:
+    description: A GPU with less free memory (MiB) is unusable (V(0) disables the check).
+    type: int
+    default: 0
+  expected_count:
+    description: Number of GPUs the host should have; fewer (or lost ones) is a host problem. V(0) skips.
+    type: int
+    default: 0
+  expected_name:
+    description: Prefix of the product name every GPU must report (e.g. V(NVIDIA RTX PRO 6000 Blackwell)).
+    type: str
+    default: ''
+  min_cuda_version:
+    description: CUDA version the driver must support (the runtime's CUDA, e.g. V(13.0)).
+    type: str
+    default: ''
+  fail_on_problems:
+    description: Fail when there is a host problem or the selection cannot be satisfied.
+    type: bool
+    default: true
+  timeout_s:
+    description: Seconds each nvidia-smi call may take (a lost GPU can make it hang).
+    type: int
+    default: 60
+notes:
+  - The parser lives in C(plugins/module_utils/nvidia_smi.py) and the selection in
+    C(plugins/module_utils/gpu_selection.py).
+"""
+
+EXAMPLES = r"""
+- name: Read GPU health and pick GPU 1 (ct200, next to a training job)
+  specdec.sglang.nvidia_gpu_facts:
+    select: ["1"]
+    expected_count: 8
+    expected_name: NVIDIA RTX PRO 6000 Blackwell
+    min_cuda_version: "13.0"
+  register: gpu
+
+- name: Two healthy idle GPUs, never GPU 1
+  specdec.sglang.nvidia_gpu_facts:
+    count: 2
+    exclude: ["1"]
+    fail_on_problems: false
+  register: gpu
+"""
+
+RETURN = r"""
+gpus:
+  description: One record per GPU, in nvidia-smi index order, lost GPUs included.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 0
+      uuid: GPU-5a6eafee-1932-5f13-42d0-82f42c64e659
+      name: NVIDIA H200
+      pci_bus_id: "00000000:00:06.0"
+      memory_total_mb: 143771
+      memory_used_mb: 0
+      memory_free_mb: 143156
+      ecc_uncorrected: 0
+      ecc_mode: Enabled
+      remapped_rows_pending: false
+      remapped_rows_failure: false
+      recovery_action: null
+      lost: false
+      lost_reason: null
+      processes: []
+      health: {usable: true, classes: [], reasons: []}
+driver_version:
+  description: NVIDIA driver version.
+  returned: always
+  type: str
+  sample: "580.159.04"
+driver_cuda_version:
+  description: Highest CUDA version the driver supports (from C(nvidia-smi -q -x)).
+  returned: always
+  type: str
+  sample: "13.0"
+attached_gpus:
+  description: GPUs the driver says are attached (can exceed the reachable ones).
+  returned: always
+  type: int
+  sample: 8
+usable_count:
+  description: GPUs whose health is usable.
+  returned: always
+  type: int
+  sample: 7
+host_problems:
+  description: Whole-host problems, each C({class, message}); classes C(driver_unavailable), C(no_devices),
+    C(nvidia_smi_missing), C(gpu_count), C(gpu_model), C(driver_cuda), C(nvml_init_failed), ...
+  returned: always
+  type: list
+  elements: dict
+  sample: [{class: gpu_count, message: "expected 8 GPUs, nvidia-smi shows 8 of which 7 reachable"}]
+selection:
+  description: The selection result; C(uuids) is what CUDA_VISIBLE_DEVICES should get.
+  returned: when O(select) or O(count) is given
+  type: dict
+  sample:
+    ok: true
+    mode: explicit
+    uuids: [GPU-5a6eafee-1932-5f13-42d0-82f42c64e659]
+    indices: [0]
+    selected: [{index: 0, uuid: GPU-5a6eafee-1932-5f13-42d0-82f42c64e659, name: NVIDIA H200}]
+    excluded: []
+    refused: []
+    errors: []
+commands:
+  description: Exit status of each nvidia-smi call.
+  returned: always
+  type: dict
+  sample: {query_gpu: 0, xml: 0, compute_apps: 0}
+"""
+
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import select_gpus
+from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
+    QUERY_APPS_FIELDS,
+    QUERY_GPU_FIELDS,
+    NvidiaSmiParseError,
+    gather,
+    host_problems,
+)
+
+
+def _run(binary, args, timeout_s):
+    try:
+        done = subprocess.run(
+            [binary, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError:
+        return None, "", f"{binary}: not found"
+    except subprocess.TimeoutExpired:
+        return -1, "", f"{binary} {' '.join(args)}: no answer within {timeout_s} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "select": {"type": "list", "elements": "str", "default": []},
+            "count": {"type": "int", "default": 0},
+            "exclude": {"type": "list", "elements": "str", "default": []},
+            "allow_busy": {"type": "bool", "default": False},
+            "busy_memory_mb": {"type": "int", "default": 1024},
+            "min_free_memory_mb": {"type": "int", "default": 0},
+            "expected_count": {"type": "int", "default": 0},
+            "expected_name": {"type": "str", "default": ""},
+            "min_cuda_version": {"type": "str", "default": ""},
+            "fail_on_problems": {"type": "bool", "default": True},
+            "timeout_s": {"type": "int", "default": 60},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    binary = p["nvidia_smi"]
+    rc_q, out_q, err_q = _run(
+        binary, [f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,nounits"], p["timeout_s"]
+    )
+    commands = {"query_gpu": rc_q}
+    problems = []
+    if rc_q is None:
+        result = {"gpus": [], "driver_version": None, "driver_cuda_version": None, "attached_gpus": 0, "host_errors": []}
+        problems.append({"class": "nvidia_smi_missing", "message": err_q})
+    else:
+        rc_x, out_x, err_x = _run(binary, ["-q", "-x"], p["timeout_s"])
+        rc_a, out_a, _err_a = _run(
+            binary, [f"--query-compute-apps={','.join(QUERY_APPS_FIELDS)}", "--format=csv,nounits"], p["timeout_s"]
+        )
+        commands.update({"xml": rc_x, "compute_apps": rc_a})
+        try:
+            result = gather(
+                out_q,
+                out_x if rc_x == 0 or "<nvidia_smi_log" in (out_x or "") else None,
+                out_a if rc_a == 0 else None,
+                stderr_text="\n".join([err_q or "", err_x or ""]),
+                allow_busy=p["allow_busy"],
+                busy_memory_mb=p["busy_memory_mb"],
+                min_free_mb=p["min_free_memory_mb"] or None,
+            )
+        except NvidiaSmiParseError as exc:
+            module.fail_json(msg=f"cannot parse nvidia-smi output: {exc}", stdout=out_q, stderr=err_q, commands=commands)
+        if rc_q == -1:
+            problems.append({"class": "nvidia_smi_hang", "message": err_q})
+        problems.extend(
+            host_problems(
+                result,
+                expected_count=p["expected_count"] or None,
+                expected_name=p["expected_name"] or None,
+                min_cuda_version=p["min_cuda_version"] or None,
+            )
+        )
+    gpus = result["gpus"]
+    output = {
+        "changed": False,
+        "gpus": gpus,
+        "driver_version": result["driver_version"],
+        "driver_cuda_version": result["driver_cuda_version"],
+        "attached_gpus": result["attached_gpus"],
+        "usable_count": len([g for g in gpus if g.get("health", {}).get("usable")]),
+        "host_problems": problems,
+        "commands": commands,
+    }
+    failures = [f"{pr['class']}: {pr['message']}" for pr in problems]
+    if p["select"] or p["count"]:
+        selection = select_gpus(
+            gpus,
+            select=p["select"],
+            count=p["count"] or None,
+            exclude=p["exclude"],
+            allow_busy=p["allow_busy"],
+        )
+        output["selection"] = selection
+        failures.extend(selection["errors"])
+    if failures and p["fail_on_problems"]:
+        module.fail_json(msg="GPU preflight failed: " + "; ".join(failures), **output)
+    module.exit_json(**output)
+
+
+if __name__ == "__main__":
+    main()

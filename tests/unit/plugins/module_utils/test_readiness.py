@@ -1,0 +1,438 @@
+"""The readiness state machine, driven by a fake clock, fake unit states and a fake sglang.
+
+Time never really passes here: ``FakeClock.sleep`` advances the clock, HTTP calls finish
+when the fake clock reaches their latency, and a hanging call simply never finishes.
+"""
+
+import io
+import json
+import socket
+import urllib.error
+
+import pytest
+from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
+from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+
+HANG = object()
+REFUSED = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+
+OOM_LOG = (
+    "[2026-05-09 07:35:20 TP0] Load weight end. elapsed=0.05 s, type=Qwen3ForCausalLM\n"
+    "[2026-05-09 07:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/v/sglang/srt/model_executor/pool_configurator.py", line 97, in __post_init__\n'
+    "    raise RuntimeError(msg)\n"
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: mem_fraction_static=0.88\n"
+    "[2026-05-09 07:35:21] Received sigquit from a child process. It usually means the child failed.\n"
+)
+
+
+def generated(tokens=16, finish="length", accept=3.2, text=" hi"):
+    meta = {"finish_reason": {"type": finish}, "completion_tokens": tokens, "e2e_latency": 0.1}
+    if accept is not None:
+        meta.update(spec_accept_length=accept, spec_verify_ct=5)
+    return {"text": text, "output_ids": list(range(tokens)), "meta_info": meta}
+
+
+SERVER_INFO = {
+    "version": "0.5.23",
+    "speculative_algorithm": "DFLASH",
+    "speculative_num_draft_tokens": 16,
+    "api_key": "must-not-leak",
+    "internal_states": [{"avg_spec_accept_length": 3.1}],
+}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FakeSglang:
+    """A fake server: ``behaviour(t)`` gives, per (method, path), (latency_s, status, body) / HANG / an exception."""
+
+    def __init__(self, clock, behaviour):
+        self.clock = clock
+        self.behaviour = behaviour
+        self.calls = []
+
+    def open_url(self, url, data=None, headers=None, method=None, timeout=None, **kwargs):
+        path = "/" + url.split("://", 1)[1].split("/", 1)[1]
+        self.calls.append((self.clock(), method, path, timeout))
+        self._latency = 0.01
+        answer = self.behaviour(self.clock()).get((method, path), (0.01, 404, {"detail": "Not Found"}))
+        if answer is HANG:
+            self._latency = None
+            raise socket.timeout("timed out")
+        if isinstance(answer, Exception):
+            raise answer
+        latency, status, body = answer
+        self._latency = latency
+        payload = json.dumps(body).encode()
+        if status >= 400:
+            raise urllib.error.HTTPError(url, status, "err", {}, io.BytesIO(payload))
+
+        class Response:
+            def getcode(self):
+                return status
+
+            def read(self):
+                return payload
+
+        response = Response()
+        response.status = status
+        return response
+
+    def paths(self, method=None):
+        return [p for _, m, p, _ in self.calls if method is None or m == method]
+
+
+class FakeTask:
+    def __init__(self, clock, value, latency):
+        self.clock = clock
+        self.started = clock()
+        self.value = value
+        self.latency = latency
+
+    def done(self):
+        return self.latency is not None and self.clock() >= self.started + self.latency
+
+    def result(self):
+        return self.value
+
+
+class FakeProber(http_probe.Prober):
+    """The real prober's judgement, with calls finishing on the fake clock (or never: HANG)."""
+
+    def __init__(self, clock, sglang, **kwargs):
+        super().__init__("http://127.0.0.1:30000", sglang.open_url, clock=clock, **kwargs)
+        self.fake_clock = clock
+        self.sglang = sglang
+        self.started = []
+
+    def start(self, name, **kwargs):
+        self.started.append((self.fake_clock(), name))
+        value = getattr(self, name)(**kwargs)
+        return FakeTask(self.fake_clock, value, self.sglang._latency)
+
+
+class FakeWatcher:
+    """``states(t)`` -> WatchState; ``log(t)`` -> this start's log text."""
+
+    kind = "unit"
+
+    def __init__(self, clock, states, log=lambda t: ""):
+        self.clock = clock
+        self.states = states
+        self.log = log
+        self.polls = 0
+
+    def poll(self):
+        self.polls += 1
+        return self.states(self.clock())
+
+    def read_log(self, tail_lines=None):
+        return self.log(self.clock())
+
+
+def running(t=None):
+    return WatchState(True, description="unit sglang.service is active/running", detail={"name": "sglang.service"})
+
+
+def dead(description="unit sglang.service is failed/failed (main process killed, status 9)"):
+    return WatchState(False, dead=True, description=description, detail={"name": "sglang.service"})
+
+
+def healthy_server(load_s=10.0, warm_s=2.0, gen=None, info=SERVER_INFO):
+    def behaviour(t):
+        if t < load_s:
+            return {("GET", "/health"): REFUSED, ("GET", "/v1/models"): REFUSED, ("POST", "/generate"): REFUSED}
+        if t < load_s + warm_s:
+            return {("GET", "/health"): (0.01, 503, {}), ("GET", "/v1/models"): (0.01, 200, {"data": []})}
+        return {
+            ("GET", "/health"): (0.05, 200, {}),
+            ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
+            ("POST", "/generate"): gen if gen is not None else (0.4, 200, generated()),
+            ("GET", "/get_server_info"): (0.02, 200, info),
+        }
+
+    return behaviour
+
+
+def make(behaviour, states=running, log=lambda t: "", probe=None, api_key=None, **params):
+    clock = FakeClock()
+    sglang = FakeSglang(clock, behaviour)
+    prober = FakeProber(clock, sglang, probe=probe or http_probe.ProbeSettings(), api_key=api_key)
+    watcher = FakeWatcher(clock, states, log)
+    params.setdefault("startup_timeout", 900)
+    params.setdefault("poll_interval", 0.5)
+    readiness = Readiness(watcher, prober, Params(api_key=api_key, **params), clock=clock, sleep=clock.sleep)
+    return readiness, clock, sglang, watcher
+
+
+# -- ready ---------------------------------------------------------------------------------------------
+
+
+def test_healthy_start_is_ready_after_a_real_generation():
+    readiness, _clock, sglang, _ = make(healthy_server(), expect_speculative_algorithm="dflash", min_accept_length=2)
+    result = readiness.run()
+    assert result["ready"] is True and result["phase"] == "ready" and result["failure_class"] is None
+    assert 12.0 <= result["time_to_ready_s"] <= 13.5
+    assert result["probe"]["completion_tokens"] == 16 and result["probe"]["ok"] is True
+    assert result["server"]["speculative_algorithm"] == "DFLASH"
+    assert result["server"]["avg_spec_accept_length"] == 3.1
+    assert "api_key" not in result["server"]
+    assert sglang.paths("POST") == ["/generate"]
+
+
+def test_empty_text_with_tokens_is_ready():
+    gen = (0.3, 200, generated(text=""))
+    result = make(healthy_server(gen=gen))[0].run()
+    assert result["ready"] is True and result["probe"]["text"] == ""
+
+
+def test_slow_start_is_not_a_failure_and_reports_progress():
+    progress = "Loading safetensors checkpoint shards:  75% Completed | 3/4"
+    readiness, _, _, _watcher = make(healthy_server(load_s=600), log=lambda t: "Init\n" + progress + "\n")
+    result = readiness.run()
+    assert result["ready"] is True and result["time_to_ready_s"] > 600
+    assert result["progress"] == progress
+
+
+def test_slow_start_beyond_startup_timeout_is_timeout_with_progress():
+    progress = "[TP0] Capture cuda graph begin. This can take up to several minutes."
+    readiness, _clock, _, _ = make(healthy_server(load_s=10_000), log=lambda t: progress, startup_timeout=120)
+    result = readiness.run()
+    assert result["failure_class"] == "timeout" and result["failed_in_phase"] == "loading"
+    assert 120 <= result["elapsed_s"] <= 121
+    assert result["progress"] == progress and "Capture cuda graph begin" in result["reason"]
+
+
+# -- death ---------------------------------------------------------------------------------------------
+
+
+def test_crash_while_loading_fails_within_one_poll_with_class_exception_and_traceback():
+    readiness, _clock, _, _ = make(
+        healthy_server(load_s=100),
+        states=lambda t: dead() if t >= 5.0 else running(),
+        log=lambda t: OOM_LOG if t >= 5.0 else "",
+    )
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "oom_mem_fraction"
+    assert result["failed_in_phase"] == "loading"
+    # one poll interval plus the journal settle re-read, never the deadline
+    assert result["elapsed_s"] - 5.0 <= 0.5 + 0.65
+    assert result["exception_line"].startswith("RuntimeError: Not enough memory.")
+    assert "Traceback (most recent call last):" in result["traceback"]
+    assert result["traceback"].rstrip().endswith("mem_fraction_static=0.88")
+    assert result["hint"] and "--mem-fraction-static" in result["hint"]
+    assert "Not enough memory" in result["reason"]
+
+
+def test_death_without_a_known_signature_is_crashed_on_start():
+    log = "Traceback (most recent call last):\n  File \"x\", line 1\nKeyError: 'model.layers.0.dt_bias'\n"
+    readiness, _, _, _ = make(healthy_server(), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log)
+    result = readiness.run()
+    assert result["failure_class"] == "crashed_on_start"
+    assert result["exception_line"] == "KeyError: 'model.layers.0.dt_bias'"
+
+
+def test_journal_is_reread_until_it_stops_growing():
+    # journald lags the death: the traceback appears 0.3 s after systemd reports the unit failed
+    def log(t):
+        return OOM_LOG if t >= 2.3 else OOM_LOG.split("Scheduler hit", maxsplit=1)[0]
+
+    readiness, _, _, _ = make(healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=log)
+    result = readiness.run()
+    assert result["failure_class"] == "oom_mem_fraction"
+
+
+def test_crash_during_a_hanging_generation_is_seen_within_one_poll():
+    server = healthy_server(load_s=1, warm_s=0, gen=HANG)
+    readiness, _clock, _sglang, _ = make(
+        server,
+        states=lambda t: dead() if t >= 8 else running(),
+        log=lambda t: "RuntimeError: CUDA error: an illegal memory access\n",
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "cuda_error" and result["failed_in_phase"] == "probing"
+    assert result["elapsed_s"] <= 8 + 0.5 + 0.65  # not the 60 s probe timeout
+
+
+def test_restart_loop_is_detected_not_waited_out():
+    restarted = WatchState(False, restarted=True, description="unit u restarted: NRestarts 0 -> 1")
+    readiness, _, _, _ = make(
+        healthy_server(load_s=1000), states=lambda t: restarted if t >= 3 else running(), log=lambda t: OOM_LOG
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "restart_loop"
+    assert result["cause_class"] == "oom_mem_fraction"
+    assert result["elapsed_s"] < 5
+    assert "NRestarts 0 -> 1" in result["reason"]
+
+
+def test_unit_never_started_is_not_started():
+    never = WatchState(False, dead=True, not_started=True, description="unit nope.service is not-found")
+    result = make(healthy_server(), states=lambda t: never)[0].run()
+    assert result["failure_class"] == "not_started" and result["elapsed_s"] < 1
+
+
+# -- wedged and probe failures -------------------------------------------------------------------------
+
+
+def test_wedged_engine_is_never_ready():
+    # /v1/models answers in 2 ms, /health never answers within its timeout, /generate never answers
+    def behaviour(t):
+        return {
+            ("GET", "/health"): HANG,
+            ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
+            ("POST", "/generate"): HANG,
+            ("GET", "/get_server_info"): HANG,
+        }
+
+    readiness, _clock, sglang, _ = make(behaviour, probe=http_probe.ProbeSettings(timeout=30))
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "wedged"
+    assert "/v1/models answered HTTP 200" in result["reason"]
+    # health timeout (5) + probe timeout (30) + slack, far from startup_timeout
+    assert 35 <= result["elapsed_s"] <= 38
+    assert "/get_server_info" not in sglang.paths()
+
+
+def test_wedged_after_health_200_too():
+    result = make(healthy_server(load_s=0, warm_s=0, gen=HANG), probe=http_probe.ProbeSettings(timeout=10))[0].run()
+    assert result["failure_class"] == "wedged" and result["failed_in_phase"] == "confirming"
+
+
+@pytest.mark.parametrize(
+    ("gen", "error"),
+    [
+        ((0.1, 200, generated(tokens=0, finish="abort", accept=None)), "abort"),
+        ((0.1, 200, generated(tokens=0, finish="stop", accept=None)), "no_tokens"),
+        ((0.1, 500, {"error": "internal"}), "http_status"),
+    ],
+)
+def test_bad_generation_is_probe_failed_after_a_short_grace(gen, error):
+    readiness, _clock, _, _ = make(healthy_server(load_s=0, warm_s=0, gen=gen))
+    result = readiness.run()
+    assert result["failure_class"] == "probe_failed" and result["probe"]["error"] == error
+    assert result["failed_in_phase"] == "probing"
+    assert result["elapsed_s"] < 4
+
+
+def test_process_dying_right_after_a_failed_probe_is_a_crash_not_probe_failed():
+    gen = (0.1, 500, {"error": "connection lost"})
+    readiness, _, _, _ = make(
+        healthy_server(load_s=0, warm_s=0, gen=gen),
+        states=lambda t: dead() if t >= 1.2 else running(),
+        log=lambda t: "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "cuda_error"
+
+
+def test_regex_mismatch_is_probe_failed():
+    probe = http_probe.ProbeSettings(expect_regex="Paris")
+    result = make(healthy_server(load_s=0, warm_s=0), probe=probe)[0].run()
+    assert result["failure_class"] == "probe_failed" and result["probe"]["error"] == "regex"
+
+
+def test_generation_cut_by_the_deadline_is_timeout_not_wedged():
+    readiness, _, _, _ = make(healthy_server(load_s=0, warm_s=0, gen=HANG), startup_timeout=20)
+    result = readiness.run()
+    assert result["failure_class"] == "timeout" and result["elapsed_s"] <= 22
+
+
+# -- speculative checks --------------------------------------------------------------------------------
+
+
+def test_wrong_speculative_algorithm_is_spec_mismatch():
+    result = make(healthy_server(load_s=0, warm_s=0), expect_speculative_algorithm="DDTREE")[0].run()
+    assert result["failure_class"] == "spec_mismatch" and "DDTREE" in result["reason"]
+
+
+def test_no_speculative_algorithm_is_spec_mismatch():
+    info = dict(SERVER_INFO, speculative_algorithm=None)
+    result = make(healthy_server(load_s=0, warm_s=0, info=info), expect_speculative_algorithm="DFLASH")[0].run()
+    assert result["failure_class"] == "spec_mismatch" and "none" in result["reason"]
+
+
+def test_low_accept_length_is_low_acceptance():
+    gen = (0.2, 200, generated(accept=1.05))
+    result = make(healthy_server(load_s=0, warm_s=0, gen=gen), min_accept_length=2.0)[0].run()
+    assert result["failure_class"] == "low_acceptance" and "1.05" in result["reason"]
+
+
+def test_accept_length_falls_back_to_the_server_average():
+    gen = (0.2, 200, generated(accept=None))
+    info = dict(SERVER_INFO, internal_states=[{"avg_spec_accept_length": 1.2}])
+    result = make(healthy_server(load_s=0, warm_s=0, gen=gen, info=info), min_accept_length=2.0)[0].run()
+    assert result["failure_class"] == "low_acceptance"
+
+
+def test_unreported_accept_length_is_a_warning_not_a_failure():
+    gen = (0.2, 200, generated(accept=None))
+    info = dict(SERVER_INFO, internal_states=[])
+    result = make(healthy_server(load_s=0, warm_s=0, gen=gen, info=info), min_accept_length=2.0)[0].run()
+    assert result["ready"] is True
+    assert any("min_accept_length not checked" in w for w in result["warnings"])
+
+
+def test_server_info_hanging_fails_only_when_the_algorithm_must_be_checked():
+    def behaviour(t):
+        routes = healthy_server(load_s=0, warm_s=0)(t)
+        routes[("GET", "/get_server_info")] = HANG
+        return routes
+
+    assert make(behaviour)[0].run()["ready"] is True
+    result = make(behaviour, expect_speculative_algorithm="DFLASH")[0].run()
+    assert result["failure_class"] == "probe_failed" and "server info" in result["reason"]
+
+
+# -- secrets and check mode ----------------------------------------------------------------------------
+
+
+def test_api_key_never_appears_in_the_result():
+    secret = "sk-secret-123"
+    gen = (0.1, 401, {"detail": "invalid key sk-secret-123"})
+    log = "[x] server_args=ServerArgs(api_key='sk-secret-123')\nRuntimeError: boom sk-secret-123\n"
+    result = make(healthy_server(load_s=0, warm_s=0, gen=gen), api_key=secret, log=lambda t: log)[0].run()
+    assert result["failure_class"] == "probe_failed"
+    assert secret not in json.dumps(result)
+
+
+def test_snapshot_reports_without_waiting_or_generating():
+    readiness, clock, sglang, _ = make(healthy_server(load_s=0, warm_s=100))
+    result = readiness.snapshot()
+    assert result["ready"] is False and result["phase"] == "warming"
+    assert sglang.paths("POST") == [] and clock.now == 0
+    assert "check mode" in result["reason"]
+
+
+def test_snapshot_of_a_dead_unit_classifies_it():
+    readiness, _, _, _ = make(healthy_server(), states=lambda t: dead(), log=lambda t: OOM_LOG)
+    result = readiness.snapshot()
+    assert result["failure_class"] == "oom_mem_fraction"
+
+
+def test_journal_in_the_result_is_bounded():
+    noise = "".join("noise line %d %s\n" % (i, "z" * 80) for i in range(5000))
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100),
+        states=lambda t: dead() if t >= 1 else running(),
+        log=lambda t: noise + OOM_LOG,
+        journal_max_bytes=4096,
+    )
+    result = readiness.run()
+    assert result["journal_truncated"] is True
+    assert len(result["journal"].encode()) <= 4096
+    assert "Not enough memory" in result["journal"]

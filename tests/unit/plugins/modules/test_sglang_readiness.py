@@ -1,0 +1,174 @@
+"""The sglang_readiness module wrapper: argument spec, exit / fail data, check mode, no secret leaks."""
+
+import io
+import json
+import urllib.error
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+from ansible_collections.specdec.sglang.plugins.modules import sglang_readiness
+
+RUNNING = (
+    "Id=sglang.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\nNRestarts=0\n"
+    "MainPID=4242\nExecMainPID=4242\nExecMainStatus=0\nExecMainCode=0\nInvocationID=inv1\n"
+)
+FAILED = RUNNING.replace("ActiveState=active", "ActiveState=failed").replace("SubState=running", "SubState=failed")
+OOM = (
+    'Traceback (most recent call last):\n  File "x.py", line 97, in __post_init__\n'
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+)
+GENERATED = {
+    "text": "hi",
+    "output_ids": [1, 2],
+    "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 2},
+}
+
+
+class Response:
+    def __init__(self, body):
+        self.status = 200
+        self._body = json.dumps(body).encode()
+
+    def read(self):
+        return self._body
+
+
+def fake_open_url(routes, seen):
+    def open_url(url, data=None, headers=None, method=None, timeout=None, **kwargs):
+        path = "/" + url.split("://", 1)[1].split("/", 1)[1]
+        seen.append((method, path, dict(headers or {})))
+        answer = routes.get((method, path))
+        if answer is None:
+            raise urllib.error.HTTPError(url, 404, "nf", {}, io.BytesIO(b"{}"))
+        if isinstance(answer, int):
+            raise urllib.error.HTTPError(url, answer, "err", {}, io.BytesIO(b"{}"))
+        return Response(answer)
+
+    return open_url
+
+
+def run(monkeypatch, capsys, systemctl=RUNNING, journal="", routes=None, **params):
+    check_mode = params.pop("_ansible_check_mode", False)
+    args = {"ANSIBLE_MODULE_ARGS": {**params, "_ansible_check_mode": check_mode}}
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps(args)))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    commands = []
+
+    def run_command(self, argv, **kwargs):
+        commands.append(argv)
+        if argv[0] == "systemctl":
+            return (0, systemctl, "") if systemctl is not None else (1, "", "System has not been booted with systemd")
+        return 0, journal, ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    seen = []
+    opener = fake_open_url(
+        routes
+        if routes is not None
+        else {
+            ("GET", "/health"): {},
+            ("POST", "/generate"): GENERATED,
+            ("GET", "/get_server_info"): {"version": "0.5.23", "speculative_algorithm": "DFLASH"},
+        },
+        seen,
+    )
+    with pytest.raises(SystemExit):
+        sglang_readiness.run_module(sglang_readiness.build_module(), open_url_func=opener)
+    out = json.loads(capsys.readouterr().out)
+    out["_commands"] = commands
+    out["_http"] = seen
+    return out
+
+
+def test_ready_service_exits_ok_unchanged_with_the_documented_keys(monkeypatch, capsys):
+    out = run(monkeypatch, capsys, unit="sglang.service", poll_interval=0.05, expect_speculative_algorithm="DFLASH")
+    assert out.get("failed") is not True
+    assert out["ready"] is True and out["changed"] is False and out["phase"] == "ready"
+    for key in (
+        "failure_class",
+        "reason",
+        "hint",
+        "elapsed_s",
+        "time_to_ready_s",
+        "unit",
+        "probe",
+        "server",
+        "traceback",
+        "exception_line",
+        "journal",
+        "progress",
+    ):
+        assert key in out
+    assert out["unit"]["active_state"] == "active"
+    assert out["_commands"][0][:3] == ["systemctl", "show", "sglang.service"]
+
+
+def test_failed_unit_fails_the_task_with_class_and_traceback(monkeypatch, capsys):
+    out = run(monkeypatch, capsys, systemctl=FAILED, journal=OOM, unit="sglang.service", poll_interval=0.05)
+    assert out["failed"] is True and out["ready"] is False
+    assert out["failure_class"] == "oom_mem_fraction"
+    assert out["msg"].startswith("sglang not ready: oom_mem_fraction")
+    assert out["exception_line"].startswith("RuntimeError: Not enough memory")
+    assert out["elapsed_s"] < 3
+    assert any(c[0] == "journalctl" and "_SYSTEMD_INVOCATION_ID=inv1" in c for c in out["_commands"])
+
+
+def test_api_key_is_sent_as_bearer_and_masked_everywhere(monkeypatch, capsys):
+    secret = "sk-abcdef123456"
+    out = run(monkeypatch, capsys, unit="sglang.service", poll_interval=0.05, api_key=secret)
+    assert out["ready"] is True
+    assert all(h.get("Authorization") == "Bearer " + secret for _, _, h in out["_http"])
+    visible = {k: v for k, v in out.items() if not k.startswith("_")}
+    assert secret not in json.dumps(visible)
+
+
+def test_check_mode_reports_without_generating(monkeypatch, capsys):
+    out = run(monkeypatch, capsys, unit="sglang.service", _ansible_check_mode=True)
+    assert out.get("failed") is not True and out["changed"] is False
+    assert out["ready"] is False and out["phase"] == "up"
+    assert [p for m, p, _ in out["_http"] if m == "POST"] == []
+
+
+def test_probe_options_reach_the_generation(monkeypatch, capsys):
+    routes = {("GET", "/health"): {}, ("POST", "/generate"): GENERATED, ("GET", "/get_server_info"): {}}
+    out = run(
+        monkeypatch,
+        capsys,
+        routes=routes,
+        unit="u",
+        poll_interval=0.05,
+        probe={"expect_regex": "^nope$", "max_new_tokens": 4},
+    )
+    assert out["failure_class"] == "probe_failed" and out["probe"]["error"] == "regex"
+
+
+def test_without_systemd_the_error_names_the_alternative(monkeypatch, capsys):
+    out = run(monkeypatch, capsys, systemctl=None, unit="sglang.service")
+    assert out["failed"] is True and "pid/pidfile" in out["msg"]
+
+
+def test_pid_mode_watches_a_process(monkeypatch, capsys, tmp_path):
+    log = tmp_path / "sglang.log"
+    log.write_text("Load weight begin.\n")
+    out = run(monkeypatch, capsys, pid=2**22 + 12345, log_file=str(log), poll_interval=0.05)
+    assert out["failed"] is True and out["failure_class"] == "crashed_on_start"
+    assert out["process"]["alive"] is False and out["unit"] == {}
+    assert out["progress"] == "Load weight begin."
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"unit": "u", "pid": 1}, "mutually exclusive"),
+        ({}, "one of the following is required"),
+        ({"unit": "u", "startup_timeout": 0}, "startup_timeout must be > 0"),
+        ({"unit": "u", "poll_interval": 0}, "poll_interval must be in (0, 60]"),
+        ({"unit": "u", "probe": {"max_new_tokens": 0}}, "probe.max_new_tokens must be >= 1"),
+        ({"unit": "u", "base_url": "127.0.0.1:30000"}, "base_url must start with http"),
+        ({"unit": "u", "probe": {"api": "grpc"}}, "value of api must be one of"),
+    ],
+)
+def test_bad_parameters_fail_with_a_message(monkeypatch, capsys, params, message):
+    out = run(monkeypatch, capsys, **params)
+    assert out["failed"] is True and message in out["msg"]
