@@ -95,6 +95,14 @@ SIGNATURES = (
         "the release venv is incomplete or a patch set does not match this sglang: "
         "re-run the runtime and patch steps, then verify the venv",
     ),
+    # A scheduler died without a classified traceback (e.g. SIGKILLed by the OOM killer).
+    # "Received sigquit from a child process" follows every scheduler exception: not a signature.
+    Signature(
+        "scheduler_died",
+        r"Subprocess \S+ \(pid=\d+\) crashed with exit code|Rank \d+ scheduler (?:died|is dead)",
+        "a scheduler process died: exit code -9 usually means the host OOM killer "
+        "(dmesg -T | grep -i oom); otherwise read the traceback above it",
+    ),
     # Signs of a stuck engine, logged by sglang itself.
     Signature(
         "wedged",
@@ -106,14 +114,6 @@ SIGNATURES = (
         r"Initialization failed\. warmup error",
         "sglang's own warmup request failed: read the traceback; try --disable-cuda-graph or "
         "another attention backend for this GPU",
-    ),
-    # A scheduler died without a classified traceback (e.g. SIGKILLed by the OOM killer).
-    # "Received sigquit from a child process" follows every scheduler exception: not a signature.
-    Signature(
-        "scheduler_died",
-        r"Subprocess \S+ \(pid=\d+\) crashed with exit code|Rank \d+ scheduler (?:died|is dead)",
-        "a scheduler process died: exit code -9 usually means the host OOM killer "
-        "(dmesg -T | grep -i oom); otherwise read the traceback above it",
     ),
 )
 

@@ -190,9 +190,7 @@ class UnitWatcher:
         exited_at = state.exit_monotonic_us / 1e6 if state.exit_monotonic_us else None
         if state.auto_restart:
             self.restart_detail = "systemd is restarting it (sub-state auto-restart, NRestarts=%d)" % state.n_restarts
-            return WatchState(
-                False, restarted=True, description=state.describe(), detail=detail, exited_at=exited_at
-            )
+            return WatchState(False, restarted=True, description=state.describe(), detail=detail, exited_at=exited_at)
         changes = []
         if state.n_restarts > first.n_restarts:
             changes.append("NRestarts %d -> %d" % (first.n_restarts, state.n_restarts))

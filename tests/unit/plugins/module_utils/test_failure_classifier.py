@@ -207,3 +207,13 @@ def test_table_rows_are_valid_regexes_with_hints():
         re.compile(row.pattern)
         assert row.hint and row.failure_class
     assert fc.hint_for("no_such_class") is None
+
+
+def test_a_dead_scheduler_is_the_cause_and_the_failed_health_check_its_symptom():
+    log = (
+        "[2026-05-09 07:35:25] Subprocess scheduler_0 (pid=4245) crashed with exit code -9. "
+        "Triggering SIGQUIT for cleanup...\n"
+        "[2026-05-09 07:35:45] Health check failed. Server couldn't get a response from detokenizer for last 20 "
+        "seconds.\n"
+    )
+    assert fc.classify_failure(None, log).failure_class == "scheduler_died"

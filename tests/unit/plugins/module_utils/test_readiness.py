@@ -436,3 +436,15 @@ def test_journal_in_the_result_is_bounded():
     assert result["journal_truncated"] is True
     assert len(result["journal"].encode()) <= 4096
     assert "Not enough memory" in result["journal"]
+
+
+def test_death_to_verdict_is_measured_from_the_process_exit():
+    def states(t):
+        if t >= 5.0:
+            return WatchState(False, dead=True, description="failed", detail={"name": "u"}, exited_at=4.9)
+        return running()
+
+    readiness, clock, _, _ = make(healthy_server(load_s=100), states=states, log=lambda t: OOM_LOG)
+    result = readiness.run()
+    assert result["unit"]["death_to_verdict_s"] == pytest.approx(clock.now - 4.9)
+    assert result["unit"]["death_to_verdict_s"] < 1.5

@@ -167,3 +167,15 @@ def test_read_log_uses_the_first_invocation_seen_even_after_a_restart():
     assert watcher.read_log() == "the first start\n"
     journal_calls = [c for c in runner.calls if c[0] == "journalctl"]
     assert "_SYSTEMD_INVOCATION_ID=aaaa" in journal_calls[0]
+
+
+def test_dead_watch_carries_the_exit_time_for_death_to_verdict():
+    watcher = unit_state.UnitWatcher(
+        "u",
+        Systemctl(
+            show(),
+            show(ActiveState="failed", SubState="failed", MainPID="0", ExecMainExitTimestampMonotonic="12500000"),
+        ),
+    )
+    assert watcher.poll().exited_at is None
+    assert watcher.poll().exited_at == 12.5
