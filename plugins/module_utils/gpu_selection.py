@@ -58,9 +58,7 @@ def _usable(gpu: dict, allow_busy: bool) -> tuple[bool, list[str]]:
     classes = health.get("classes") or []
     reasons = health.get("reasons") or []
     blocking = [
-        reason
-        for klass, reason in zip(classes, reasons)
-        if not (allow_busy and klass in ("busy", "low_memory"))
+        reason for klass, reason in zip(classes, reasons) if not (allow_busy and klass in ("busy", "low_memory"))
     ]
     return (not blocking, blocking)
 

@@ -178,7 +178,7 @@ def last_error_line(text):
 def last_progress(text):
     """The last load-progress line of a start, or None."""
     for line in reversed(split_lines(text)):
-        if PROGRESS.search(line):
+        if PROGRESS.search(line) and not _ERRORISH.search(line):
             return line.strip()
     return None
 

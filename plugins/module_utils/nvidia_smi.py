@@ -45,7 +45,8 @@ _LOST_MARKERS = ("[gpu is lost]", "[unknown error]", "[gpu requires reset]", "[g
 _NA_MARKERS = ("[n/a]", "n/a", "[not supported]", "not supported", "[insufficient permissions]", "")
 
 _HANDLE_ERROR = re.compile(
-    r"Unable to determine the device handle for (?:GPU|gpu)\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
+    r"Unable to determine the device handle for (?:GPU|gpu)\s*"
+    r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
     r"\s*:\s*(?P<why>.*)$"
 )
 _HOST_ERRORS = (
@@ -356,9 +357,7 @@ def merge(
     for text in (query_text, xml_text, stderr_text):
         klass = host_error(text or "")
         if klass and not any(e["class"] == klass for e in host_errors):
-            line = next(
-                (ln.strip() for ln in (text or "").splitlines() if host_error(ln)), (text or "").strip()[:300]
-            )
+            line = next((ln.strip() for ln in (text or "").splitlines() if host_error(ln)), (text or "").strip()[:300])
             host_errors.append({"class": klass, "message": line})
 
     gpus = parse_query_gpu(query_text, query_fields) if query_text and query_text.strip() else []
@@ -513,6 +512,7 @@ def gather(
     query_text: str | None,
     xml_text: str | None = None,
     apps_text: str | None = None,
+    *,
     query_fields: tuple[str, ...] | list[str] | None = None,
     stderr_text: str | None = None,
     allow_busy: bool = False,
@@ -522,7 +522,9 @@ def gather(
     """``merge`` plus a health verdict on every GPU."""
     facts = merge(query_text, xml_text, apps_text, query_fields, stderr_text)
     for gpu in facts["gpus"]:
-        gpu["health"] = assess_health(gpu, allow_busy=allow_busy, busy_memory_mb=busy_memory_mb, min_free_mb=min_free_mb)
+        gpu["health"] = assess_health(
+            gpu, allow_busy=allow_busy, busy_memory_mb=busy_memory_mb, min_free_mb=min_free_mb
+        )
     return facts
 
 
@@ -557,9 +559,7 @@ def host_problems(
         # Prefix match: "NVIDIA RTX PRO 6000 Blackwell" covers its Server/Workstation Editions.
         other = sorted({g["name"] for g in gpus if g.get("name") and not g["name"].startswith(expected_name)})
         if other:
-            problems.append(
-                {"class": "gpu_model", "message": f"expected {expected_name}, found {', '.join(other)}"}
-            )
+            problems.append({"class": "gpu_model", "message": f"expected {expected_name}, found {', '.join(other)}"})
     if min_cuda_version and gpus and not cuda_covers(facts.get("driver_cuda_version"), min_cuda_version):
         problems.append(
             {

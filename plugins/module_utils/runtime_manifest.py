@@ -147,7 +147,7 @@ def compare(manifest: list[dict], probe: dict, cuda_version: str | None = None) 
         info = packages.get(name) or packages.get(normalize_name(name)) or {}
         module = str(entry.get("import") or "")
         module_version = (imports.get(module) or {}).get("version") if module else None
-        ok, status = version_matches(entry, info.get("version"), module_version)
+        _ok, status = version_matches(entry, info.get("version"), module_version)
         actual = info.get("version") or "not installed"
         if module_version and module_version != info.get("version"):
             actual = f"{actual} ({module}.__version__ {module_version})"
@@ -280,7 +280,9 @@ def check_controller_inputs(
         if not os.path.isfile(os.path.join(str(directory), "patchset.yml")):
             errors.append(f"sglang_runtime_patch_sets[{position}]: {directory} has no patchset.yml")
             continue
-        patches.append({"dir": os.path.basename(os.path.normpath(str(directory))), "files": _tree_digest(str(directory))})
+        patches.append(
+            {"dir": os.path.basename(os.path.normpath(str(directory))), "files": _tree_digest(str(directory))}
+        )
 
     inputs = {"manifest": entries, "sglang": sglang_in, "extra_wheels": extras, "patch_sets": patches}
     canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))

@@ -19,7 +19,7 @@ BEGIN = "SPECDEC-PROBE-BEGIN"
 END = "SPECDEC-PROBE-END"
 
 # Runs inside the venv: stdlib + whatever the venv holds. argv[1]: {"packages": [{"name", "import"}]}.
-PROBE_SOURCE = r'''
+PROBE_SOURCE = r"""
 import importlib, importlib.metadata as md, json, sys, traceback
 spec = json.loads(sys.argv[1])
 out = {"python": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix,
@@ -61,10 +61,10 @@ for item in spec.get("packages", []):
 print("SPECDEC-PROBE-BEGIN")
 print(json.dumps(out))
 print("SPECDEC-PROBE-END")
-'''
+"""
 
 # Runs inside the venv with CUDA_VISIBLE_DEVICES=<one uuid>: small matmul on the GPU vs the CPU.
-CUDA_CHECK_SOURCE = r'''
+CUDA_CHECK_SOURCE = r"""
 import json, sys, time
 spec = json.loads(sys.argv[1])
 out = {"ok": False, "stage": "import", "device_name": None, "max_abs_diff": None, "error": None}
@@ -101,7 +101,7 @@ out["elapsed_s"] = round(time.time() - t0, 3)
 print("SPECDEC-PROBE-BEGIN")
 print(json.dumps(out))
 print("SPECDEC-PROBE-END")
-'''
+"""
 
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<lib>/?[^\s:]+\.so[^\s:]*):\s*)?undefined symbol:\s*(?P<symbol>\S+)")
 
@@ -175,7 +175,9 @@ def classify_cuda_check(result: dict | None, rc: int | None, stderr: str = "", t
     return "cuda_error"
 
 
-def run_python(python: str, source: str, arg: dict, env: dict | None = None, timeout_s: float = 120, runner=None) -> dict:
+def run_python(
+    python: str, source: str, arg: dict, *, env: dict | None = None, timeout_s: float = 120, runner=None
+) -> dict:
     """Run ``python -c source json(arg)`` with a timeout: {rc, stdout, stderr, timed_out, elapsed_s}."""
     runner = runner or subprocess.run
     full_env = dict(os.environ)
@@ -237,6 +239,7 @@ def probe_venv(python: str, manifest: list[dict], timeout_s: float = 120, runner
 def cuda_check(
     python: str,
     gpu_uuids: list[str],
+    *,
     timeout_s: float = 120,
     size: int = 512,
     tolerance: float = 1e-2,

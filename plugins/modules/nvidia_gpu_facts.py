@@ -166,12 +166,11 @@ commands:
   sample: {query_gpu: 0, xml: 0, compute_apps: 0}
 """
 
-import subprocess
+import subprocess  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import select_gpus
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import select_gpus  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (  # noqa: E402
     QUERY_APPS_FIELDS,
     QUERY_GPU_FIELDS,
     NvidiaSmiParseError,
@@ -182,9 +181,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
 
 def _run(binary, args, timeout_s):
     try:
-        done = subprocess.run(
-            [binary, *args], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout_s, check=False)
     except FileNotFoundError:
         return None, "", f"{binary}: not found"
     except subprocess.TimeoutExpired:
@@ -218,7 +215,13 @@ def main():
     commands = {"query_gpu": rc_q}
     problems = []
     if rc_q is None:
-        result = {"gpus": [], "driver_version": None, "driver_cuda_version": None, "attached_gpus": 0, "host_errors": []}
+        result = {
+            "gpus": [],
+            "driver_version": None,
+            "driver_cuda_version": None,
+            "attached_gpus": 0,
+            "host_errors": [],
+        }
         problems.append({"class": "nvidia_smi_missing", "message": err_q})
     else:
         rc_x, out_x, err_x = _run(binary, ["-q", "-x"], p["timeout_s"])
@@ -237,7 +240,9 @@ def main():
                 min_free_mb=p["min_free_memory_mb"] or None,
             )
         except NvidiaSmiParseError as exc:
-            module.fail_json(msg=f"cannot parse nvidia-smi output: {exc}", stdout=out_q, stderr=err_q, commands=commands)
+            module.fail_json(
+                msg=f"cannot parse nvidia-smi output: {exc}", stdout=out_q, stderr=err_q, commands=commands
+            )
         if rc_q == -1:
             problems.append({"class": "nvidia_smi_hang", "message": err_q})
         problems.extend(

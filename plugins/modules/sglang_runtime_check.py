@@ -163,16 +163,15 @@ inputs_sha256:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (  # noqa: E402
     check_controller_inputs,
     compare,
     format_table,
     normalize_name,
     validate_manifest,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (
+from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (  # noqa: E402
     ProbeError,
     cuda_check,
     probe_venv,
@@ -198,7 +197,10 @@ def _verify(module):
     if not p["python"]:
         module.fail_json(msg="python is required with action=verify")
     manifest = list(p["manifest"])
-    extra = [{"name": name, "version": str(version), "local": "", "import": ""} for name, version in p["expect_packages"].items()]
+    extra = [
+        {"name": name, "version": str(version), "local": "", "import": ""}
+        for name, version in p["expect_packages"].items()
+    ]
     names = {normalize_name(e["name"]) for e in manifest}
     probe_list = manifest + [e for e in extra if normalize_name(e["name"]) not in names]
     try:
@@ -226,9 +228,7 @@ def _verify(module):
     if not comparison["ok"]:
         detail = "; ".join(f"{a['module']}: undefined symbol {a['symbol']}" for a in abi)
         lead = "ABI mismatch (" + detail + "). " if abi else ""
-        failed.append(
-            f"{lead}venv {probe.get('prefix')} does not match sglang_runtime_manifest:\n" + output["table"]
-        )
+        failed.append(f"{lead}venv {probe.get('prefix')} does not match sglang_runtime_manifest:\n" + output["table"])
     if p["cuda_check"]:
         if not p["gpu_uuids"]:
             module.fail_json(msg="cuda_check=true needs gpu_uuids", **output)

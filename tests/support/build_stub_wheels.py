@@ -46,9 +46,16 @@ STUBS = [
     (
         "sglang-kernel",
         "0.4.10",
-        {"sgl_kernel/__init__.py": STUB_NOTE + "STUB = True\n__version__ = '0.4.10'\nimport torch  # noqa: E402,F401\n"},
+        {
+            "sgl_kernel/__init__.py": STUB_NOTE
+            + "STUB = True\n__version__ = '0.4.10'\nimport torch  # noqa: E402,F401\n"
+        },
     ),
-    ("flashinfer-python", "0.6.8.post1", {"flashinfer/__init__.py": STUB_NOTE + "STUB = True\n__version__ = '0.6.8.post1'\n"}),
+    (
+        "flashinfer-python",
+        "0.6.8.post1",
+        {"flashinfer/__init__.py": STUB_NOTE + "STUB = True\n__version__ = '0.6.8.post1'\n"},
+    ),
     (
         "flashinfer-cubin",
         "0.6.8.post1",
@@ -94,7 +101,9 @@ def build_wheel(name: str, version: str, files: dict, out_dir: pathlib.Path) -> 
     entries[f"{info}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: specdec-build-stub-wheels\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
-    record_lines = [f"{path},{_record_hash(text.encode())},{len(text.encode())}" for path, text in sorted(entries.items())]
+    record_lines = [
+        f"{path},{_record_hash(text.encode())},{len(text.encode())}" for path, text in sorted(entries.items())
+    ]
     record_lines.append(f"{info}/RECORD,,")
     entries[f"{info}/RECORD"] = "\n".join(record_lines) + "\n"
     buffer = io.BytesIO()

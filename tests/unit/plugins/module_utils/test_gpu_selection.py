@@ -3,7 +3,6 @@
 import pathlib
 
 import pytest
-
 from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import id_kind, select_gpus, tp_divides
 from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import gather
 
@@ -124,6 +123,8 @@ def test_id_kind(ident, kind):
     assert id_kind(ident) == kind
 
 
-@pytest.mark.parametrize(("tp", "count", "ok"), [(1, 1, True), (2, 8, True), (3, 8, False), (4, 2, False), (0, 2, False)])
+@pytest.mark.parametrize(
+    ("tp", "count", "ok"), [(1, 1, True), (2, 8, True), (3, 8, False), (4, 2, False), (0, 2, False)]
+)
 def test_tp_size_must_divide_the_gpu_count(tp, count, ok):
     assert tp_divides(tp, count) is ok

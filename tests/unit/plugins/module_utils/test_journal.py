@@ -120,6 +120,8 @@ def test_last_progress_is_the_newest_load_line():
     )
     assert journal.last_progress(text).startswith("Loading safetensors checkpoint shards:  50%")
     assert journal.last_progress("nothing here") is None
+    failed = text + "Exception: Capture cuda graph failed: CUDA out of memory.\n"
+    assert journal.last_progress(failed).startswith("Loading safetensors")  # an error is not progress
     assert journal.saw_ready_line("[x] The server is fired up and ready to roll!")
 
 

@@ -3,7 +3,6 @@
 import pathlib
 
 import pytest
-
 from ansible_collections.specdec.sglang.plugins.module_utils import nvidia_smi
 from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
@@ -156,9 +155,7 @@ def test_device_handle_unknown_error_marks_ct129_gpu1_lost():
 def test_device_handle_error_only_on_stderr_fills_the_index_gap():
     query = constructed("constructed-8gpu-one-lost", "query.csv")
     without_line = "\n".join(ln for ln in query.splitlines() if not ln.startswith("Unable"))
-    facts = gather(
-        without_line, stderr_text=constructed("constructed-8gpu-one-lost", "nvidia-smi-q.stderr")
-    )
+    facts = gather(without_line, stderr_text=constructed("constructed-8gpu-one-lost", "nvidia-smi-q.stderr"))
     lost = [g for g in facts["gpus"] if g["lost"]]
     assert [(g["index"], g["pci_bus_id"]) for g in lost] == [(3, "00000000:41:00.0")]
 
@@ -202,7 +199,11 @@ def test_allow_busy_keeps_busy_gpus_usable_but_still_reports_them():
 def test_compute_apps_alone_attach_processes_by_uuid():
     apps = parse_compute_apps(constructed("constructed-busy-8gpu", "compute_apps.csv"))
     assert len(apps) == 3
-    facts = gather(constructed("constructed-busy-8gpu", "query.csv"), None, constructed("constructed-busy-8gpu", "compute_apps.csv"))
+    facts = gather(
+        constructed("constructed-busy-8gpu", "query.csv"),
+        None,
+        constructed("constructed-busy-8gpu", "compute_apps.csv"),
+    )
     assert [g["index"] for g in facts["gpus"] if g["processes"]] == [0, 2, 3]
 
 
@@ -240,7 +241,13 @@ def test_expected_gpu_name_is_a_prefix_of_the_reported_name():
 
 @pytest.mark.parametrize(
     ("driver", "runtime", "covered"),
-    [("13.0", "13.0", True), ("13.1", "13.0", True), ("12.8", "13.0", False), (None, "13.0", False), ("12.4", None, True)],
+    [
+        ("13.0", "13.0", True),
+        ("13.1", "13.0", True),
+        ("12.8", "13.0", False),
+        (None, "13.0", False),
+        ("12.4", None, True),
+    ],
 )
 def test_cuda_covers(driver, runtime, covered):
     assert cuda_covers(driver, runtime) is covered

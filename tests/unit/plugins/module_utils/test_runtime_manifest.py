@@ -4,7 +4,6 @@ import copy
 import pathlib
 
 import pytest
-
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
     compare,
     expected_version,
@@ -14,6 +13,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest im
     version_matches,
     wheel_filename_info,
 )
+from support.build_stub_wheels import build_all, check_vars
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 SHA = "a" * 64
@@ -117,8 +117,16 @@ def test_cu128_torch_under_a_cu130_manifest_is_a_local_and_cuda_mismatch():
     result = compare(
         MANIFEST,
         probe(
-            packages={"torch": {"version": "2.11.0+cu128"}, "triton": {"version": "3.6.0"}, "sglang-kernel": {"version": "0.4.10"}},
-            imports={"torch": {"ok": True, "version": "2.11.0+cu128"}, "triton": {"ok": True}, "sgl_kernel": {"ok": True}},
+            packages={
+                "torch": {"version": "2.11.0+cu128"},
+                "triton": {"version": "3.6.0"},
+                "sglang-kernel": {"version": "0.4.10"},
+            },
+            imports={
+                "torch": {"ok": True, "version": "2.11.0+cu128"},
+                "triton": {"ok": True},
+                "sgl_kernel": {"ok": True},
+            },
             torch_cuda="12.8",
         ),
         cuda_version="13.0",
@@ -179,8 +187,6 @@ def test_group_vars_manifests_validate():
 
 
 def test_stub_wheels_are_deterministic_and_match_the_lab_manifest(tmp_path):
-    from support.build_stub_wheels import build_all, check_vars
-
     first = build_all(tmp_path / "a")
     second = build_all(tmp_path / "b")
     assert first == second

@@ -6,7 +6,6 @@ import sys
 import zipfile
 
 import pytest
-
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import compare
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (
     CUDA_CHECK_SOURCE,
@@ -17,6 +16,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe impor
     parse_probe_output,
     probe_venv,
 )
+from support.build_stub_wheels import build_all
 
 MANIFEST = [
     {"name": "torch", "version": "2.11.0", "local": "cu130", "import": "torch"},
@@ -33,8 +33,6 @@ SGL_KERNEL_ERROR = (
 @pytest.fixture(scope="module")
 def stub_site(tmp_path_factory):
     """A site dir holding the stub wheels, unpacked (what an install of purelib wheels produces)."""
-    from support.build_stub_wheels import build_all
-
     wheels = tmp_path_factory.mktemp("wheels")
     build_all(wheels)
     good = tmp_path_factory.mktemp("good-site")
@@ -86,16 +84,18 @@ def test_field_sgl_kernel_error_is_abi_mismatch():
 
 
 def test_other_import_errors_are_not_abi_mismatch():
-    assert classify_import_error("ModuleNotFoundError: No module named 'sgl_kernel'", "ModuleNotFoundError")[
-        "class"
-    ] == "not_installed"
-    assert classify_import_error("ImportError: libcuda.so.1: cannot open shared object file", "ImportError")[
-        "class"
-    ] == "import_error"
+    assert (
+        classify_import_error("ModuleNotFoundError: No module named 'sgl_kernel'", "ModuleNotFoundError")["class"]
+        == "not_installed"
+    )
+    assert (
+        classify_import_error("ImportError: libcuda.so.1: cannot open shared object file", "ImportError")["class"]
+        == "import_error"
+    )
 
 
 def test_parse_probe_output_ignores_noise_around_the_markers():
-    text = "Warning: something\nSPECDEC-PROBE-BEGIN\n{\"a\": 1}\nSPECDEC-PROBE-END\ntrailing\n"
+    text = 'Warning: something\nSPECDEC-PROBE-BEGIN\n{"a": 1}\nSPECDEC-PROBE-END\ntrailing\n'
     assert parse_probe_output(text) == {"a": 1}
     with pytest.raises(ProbeError):
         parse_probe_output("Segmentation fault")
@@ -136,11 +136,26 @@ def test_cuda_check_runs_one_process_per_gpu_seeing_only_that_gpu():
     [
         ({"ok": True}, "", False, "ok"),
         (None, "", True, "cuda_hang"),
-        ({"ok": False, "stage": "init", "error": "torch.cuda.is_available() is False (no usable)"}, "", False, "cuda_unavailable"),
-        ({"ok": False, "stage": "matmul", "error": "RuntimeError: CUDA error: an illegal memory access"}, "", False, "cuda_error"),
+        (
+            {"ok": False, "stage": "init", "error": "torch.cuda.is_available() is False (no usable)"},
+            "",
+            False,
+            "cuda_unavailable",
+        ),
+        (
+            {"ok": False, "stage": "matmul", "error": "RuntimeError: CUDA error: an illegal memory access"},
+            "",
+            False,
+            "cuda_error",
+        ),
         ({"ok": False, "stage": "matmul", "error": "OutOfMemoryError: CUDA out of memory."}, "", False, "cuda_oom"),
         ({"ok": False, "stage": "compare", "error": "GPU result differs"}, "", False, "wrong_result"),
-        ({"ok": False, "stage": "import", "error": "ImportError: x.so: undefined symbol: _Z1"}, "", False, "abi_mismatch"),
+        (
+            {"ok": False, "stage": "import", "error": "ImportError: x.so: undefined symbol: _Z1"},
+            "",
+            False,
+            "abi_mismatch",
+        ),
         (None, "Segmentation fault", False, "probe_crashed"),
     ],
 )

@@ -1,0 +1,76 @@
+"""One round trip to a lab host: everything the scenario tests look at, as JSON.
+
+testinfra reaches podman containers through its Ansible backend, one Ansible run per call
+(seconds each), so the scenarios' tests read a single snapshot taken by this script on the
+host (Python 3 standard library only) instead of calling the host once per assertion.
+"""
+
+import json
+import pathlib
+
+SCRIPT = r'''
+import json, os, pwd, grp, stat, subprocess, urllib.request
+
+def run(*argv):
+    p = subprocess.run(list(argv), capture_output=True, text=True)
+    return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+
+def read(path):
+    try:
+        st = os.stat(path)
+        with open(path, errors="replace") as f:
+            content = f.read()
+        return {"exists": True, "mode": stat.S_IMODE(st.st_mode), "user": pwd.getpwuid(st.st_uid).pw_name,
+                "group": grp.getgrgid(st.st_gid).gr_name, "content": content}
+    except FileNotFoundError:
+        return {"exists": False}
+
+def generate(key):
+    body = json.dumps({"text": "Say hi.", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/generate" % PORT, data=body,
+                                 headers={"Content-Type": "application/json"})
+    if key:
+        req.add_header("Authorization", "Bearer " + key)
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return {"status": r.status, "body": json.loads(r.read())}
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, "body": None}
+    except Exception as e:  # refused, timeout
+        return {"status": None, "error": repr(e)}
+
+show = run("systemctl", "show", "--property=ActiveState,SubState,MainPID,NRestarts,UnitFileState,Result", UNIT + ".service")
+try:
+    user = pwd.getpwnam("sglang")
+    user = {"exists": True, "uid": user.pw_uid, "shell": user.pw_shell, "group": grp.getgrgid(user.pw_gid).gr_name}
+except KeyError:
+    user = {"exists": False}
+releases = sorted(os.listdir("/opt/sglang/releases")) if os.path.isdir("/opt/sglang/releases") else []
+print(json.dumps({
+    "user": user,
+    "unit_file": read("/etc/systemd/system/%s.service" % UNIT),
+    "env_file": read("/etc/sglang/%s.env" % UNIT),
+    "verify": run("systemd-analyze", "verify", "/etc/systemd/system/%s.service" % UNIT),
+    "show": dict(l.split("=", 1) for l in show["stdout"].splitlines() if "=" in l),
+    "listening": run("ss", "-Hltn", "sport = :%d" % PORT)["stdout"],
+    "generate_with_key": generate(KEY),
+    "generate_without_key": generate(None) if KEY else None,
+    "first_main_pid": read("/var/tmp/molecule-first-main-pid").get("content", "").strip(),
+    "current": os.readlink("/opt/sglang/current") if os.path.islink("/opt/sglang/current") else None,
+    "releases": releases,
+    "last_good": json.loads(read("/opt/sglang/state/last_good/deploy.json").get("content") or "null"),
+}))
+'''
+
+
+def snapshot(host, unit="sglang", port=30000, key=""):
+    """Take the snapshot on `host` (a testinfra host) and return it as a dict."""
+    script = f"UNIT, PORT, KEY = {unit!r}, {port!r}, {key!r}\n" + SCRIPT
+    out = host.check_output("python3 -c %s", script)
+    return json.loads(out)
+
+
+def controller_reports(scenario_dir):
+    """The deploy reports (sglang_service_report_dir) the scenario's converge wrote, by host."""
+    reports = pathlib.Path(scenario_dir) / ".reports"
+    return {p.stem: json.loads(p.read_text()) for p in sorted(reports.glob("*.json"))}
