@@ -6,6 +6,7 @@ host (Python 3 standard library only) instead of calling the host once per asser
 """
 
 import json
+import os
 import pathlib
 
 SCRIPT = r'''
@@ -70,7 +71,7 @@ def snapshot(host, unit="sglang", port=30000, key=""):
     return json.loads(out)
 
 
-def controller_reports(scenario_dir):
-    """The deploy reports (sglang_service_report_dir) the scenario's converge wrote, by host."""
-    reports = pathlib.Path(scenario_dir) / ".reports"
+def controller_reports():
+    """The deploy reports (sglang_service_report_dir) the scenario wrote on the controller, by file stem."""
+    reports = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports"
     return {p.stem: json.loads(p.read_text()) for p in sorted(reports.glob("*.json"))}

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Pick the GPUs a service runs on, from facts made by ``nvidia_smi.gather``.
 
 Explicit ids (index ``"1"``, UUID ``GPU-...``, or PCI bus id) or automatic (``count``

@@ -39,6 +39,11 @@ PROGRESS = re.compile(
     re.IGNORECASE,
 )
 READY_LINE = "The server is fired up and ready to roll!"
+# systemd's own lines at the end of a start (selected with the invocation id): once one is in the
+# journal, the dead process's last output has very likely been read by journald too.
+UNIT_END = re.compile(
+    r"\.service: (?:Main process exited|Failed with result|Deactivated successfully|Scheduled restart job|Succeeded\.)"
+)
 
 
 def journal_command(invocation_id=None, unit=None, since_epoch=None, tail_lines=None):
@@ -181,6 +186,11 @@ def last_progress(text):
         if PROGRESS.search(line) and not _ERRORISH.search(line):
             return line.strip()
     return None
+
+
+def unit_end_seen(text):
+    """Whether systemd's end-of-start lines for the unit are in this start's journal."""
+    return bool(UNIT_END.search(text or ""))
 
 
 def saw_ready_line(text):

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Parse ``nvidia-smi`` output into per-GPU facts with a health verdict.
 
 Pure functions, stdlib only: the module ``specdec.sglang.nvidia_gpu_facts`` runs

@@ -62,7 +62,7 @@ class Params:
         journal_max_bytes=65536,
         progress_every_s=2.0,
         death_grace_s=2.0,
-        journal_settle_s=1.5,
+        journal_settle_s=2.0,
         task_slack_s=1.0,
         api_key=None,
     ):
@@ -144,15 +144,20 @@ class Readiness:
             self.progress = line
 
     def _settled_log(self):
-        """This start's log, re-read until it stops growing (journald may lag the death)."""
+        """This start's log, re-read until it is complete and stops growing (journald may lag the death).
+
+        Complete: the watcher says so (a unit: systemd's end-of-start lines are in the journal).
+        Bounded by ``journal_settle_s``.
+        """
+        settled = getattr(self.watcher, "log_settled", lambda text: True)
         text = self.watcher.read_log()
         waited = 0.0
-        step = 0.3
+        step = 0.25
         while waited < self.params.journal_settle_s:
             self.sleep(step)
             waited += step
             again = self.watcher.read_log()
-            if len(again) == len(text):
+            if len(again) == len(text) and settled(again):
                 return again
             text = again
         return text

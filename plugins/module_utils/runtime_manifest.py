@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The runtime manifest: validation (before any host change) and comparison with a venv.
 
 A manifest is a list of entries (``sglang_runtime_manifest``)::
@@ -35,8 +35,8 @@ def normalize_name(name: str) -> str:
 def split_version(version: str | None) -> tuple[str, str]:
     """``2.11.0+cu130`` -> (``2.11.0``, ``cu130``)."""
     text = str(version or "").strip()
-    public, _, local = text.partition("+")
-    return public, local
+    public, sep, local = text.partition("+")
+    return public, local if sep else ""
 
 
 def expected_version(entry: dict) -> str:

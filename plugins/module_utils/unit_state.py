@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils.journal import JournalReader
+from ansible_collections.specdec.sglang.plugins.module_utils.journal import JournalReader, unit_end_seen
 
 SHOW_PROPERTIES = (
     "Id",
@@ -217,6 +217,11 @@ class UnitWatcher:
                 exited_at=exited_at,
             )
         return WatchState(True, description=state.describe(), detail=detail)
+
+    @staticmethod
+    def log_settled(text):
+        """journald may lag a death: the log is complete once systemd's end lines are in it."""
+        return unit_end_seen(text)
 
     def read_log(self, tail_lines=None):
         """Journal of the watched start (the first invocation seen), oldest first."""

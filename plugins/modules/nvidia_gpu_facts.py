@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: specdec maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 
 from __future__ import annotations
 

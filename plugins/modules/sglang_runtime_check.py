@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: specdec maintainers
-# Apache-2.0
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ inputs:
   returned: O(action=validate)
   type: dict
 inputs_sha256:
-  description: sha256 of the canonical JSON of O(inputs); the release id is derived from it and the host's Python.
+  description: sha256 of the canonical JSON of RV(inputs); the release id is derived from it and the host's Python.
   returned: O(action=validate)
   type: str
 """

@@ -31,9 +31,11 @@ def lab_env(**extra):
     return env
 
 
-def sh(argv, timeout=300, check=True, **kwargs):
+def sh(argv, timeout=300, check=True, env=None, **kwargs):
     """Run a command; on failure raise with its output (fixture errors must say what broke)."""
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout, env=lab_env(), **kwargs)
+    proc = subprocess.run(
+        argv, check=False, capture_output=True, text=True, timeout=timeout, env=env or lab_env(), **kwargs
+    )
     if check and proc.returncode != 0:
         raise RuntimeError(
             "expected `%s` to succeed, it exited %d:\n%s\n%s"
@@ -53,8 +55,8 @@ class LabHost:
         return lab_env(**extra)
 
     @staticmethod
-    def run(argv, timeout=300, check=True, **kwargs):
-        return sh(argv, timeout=timeout, check=check, **kwargs)
+    def run(argv, timeout=300, check=True, env=None, **kwargs):
+        return sh(argv, timeout=timeout, check=check, env=env, **kwargs)
 
     def exec(self, script, timeout=120, check=True):
         """Run a shell script as root inside the lab host."""

@@ -166,3 +166,9 @@ def test_bound_counts_bytes_not_characters():
 def test_bound_of_one_oversized_line_keeps_its_end():
     kept, truncated = journal.bound("z" * 5000 + "END", 100)
     assert truncated and kept.endswith("END") and len(kept.encode()) <= 100
+
+
+def test_unit_end_lines_are_recognised():
+    assert journal.unit_end_seen("x\nsglang.service: Main process exited, code=killed, status=9/KILL\n")
+    assert journal.unit_end_seen("sglang.service: Failed with result 'exit-code'.")
+    assert not journal.unit_end_seen("Traceback (most recent call last):")

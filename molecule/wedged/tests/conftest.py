@@ -1,0 +1,6 @@
+"""Make molecule/shared importable for this scenario's testinfra tests."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
