@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one failure classifier of the collection: log text -> failure class -> hint.
 
 ``SIGNATURES`` is an ordered table. The first row whose pattern matches wins, so

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pick the GPUs a service runs on, from facts made by ``nvidia_smi.gather``.
 
 Explicit ids (index ``"1"``, UUID ``GPU-...``, or PCI bus id) or automatic (``count``

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTTP side of readiness: /health, /v1/models, server info and the real generation probe.
 
 Every call has its own timeout (a wedged sglang never answers ``/generate`` or

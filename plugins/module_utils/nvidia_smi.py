@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parse ``nvidia-smi`` output into per-GPU facts with a health verdict.
 
 Pure functions, stdlib only: the module ``specdec.sglang.nvidia_gpu_facts`` runs

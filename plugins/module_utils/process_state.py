@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A process without systemd (containers, a GPU box started by hand): pid / pidfile and a log file.
 
 ``ProcessWatcher`` gives the same verdict inputs as the unit watcher: alive, dead

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The readiness state machine: watch the process, walk the HTTP phases, return a verdict.
 
 Every ``poll_interval`` the watcher (systemd unit or plain process) is polled first, so a

@@ -1,5 +1,5 @@
 # Copyright: specdec maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Probe a release venv with its own Python: versions, imports, torch CUDA, GPU sanity.
 
 The probe scripts are stdlib-only source strings run as ``<venv>/bin/python -c SOURCE JSON``;

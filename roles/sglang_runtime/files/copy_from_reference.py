@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
 # Copyright: specdec maintainers
-# Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Copy distributions from a known-good reference venv into this venv, with their dist-info.
 
 Run with the TARGET venv's Python (ansible.builtin.script, executable=<venv>/bin/python).
