@@ -9,7 +9,7 @@ import json
 import os
 import pathlib
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, pwd, grp, stat, subprocess, urllib.request
 
 def run(*argv):
@@ -40,7 +40,8 @@ def generate(key):
     except Exception as e:  # refused, timeout
         return {"status": None, "error": repr(e)}
 
-show = run("systemctl", "show", "--property=ActiveState,SubState,MainPID,NRestarts,UnitFileState,Result", UNIT + ".service")
+PROPS = "--property=ActiveState,SubState,MainPID,NRestarts,UnitFileState,Result"
+show = run("systemctl", "show", PROPS, UNIT + ".service")
 try:
     user = pwd.getpwnam("sglang")
     user = {"exists": True, "uid": user.pw_uid, "shell": user.pw_shell, "group": grp.getgrgid(user.pw_gid).gr_name}
@@ -52,6 +53,7 @@ print(json.dumps({
     "unit_file": read("/etc/systemd/system/%s.service" % UNIT),
     "env_file": read("/etc/sglang/%s.env" % UNIT),
     "verify": run("systemd-analyze", "verify", "/etc/systemd/system/%s.service" % UNIT),
+    "security": run("systemd-analyze", "security", "--no-pager", UNIT + ".service")["stdout"],
     "show": dict(l.split("=", 1) for l in show["stdout"].splitlines() if "=" in l),
     "listening": run("ss", "-Hltn", "sport = :%d" % PORT)["stdout"],
     "generate_with_key": generate(KEY),
@@ -61,7 +63,7 @@ print(json.dumps({
     "releases": releases,
     "last_good": json.loads(read("/opt/sglang/state/last_good/deploy.json").get("content") or "null"),
 }))
-'''
+"""
 
 
 def snapshot(host, unit="sglang", port=30000, key=""):

@@ -115,7 +115,6 @@ class Readiness:
         self.probe = {}
         self.server = {}
         self.warnings = []
-        self.notes = []
         self._start = None
         self._watch = None
         self._outcome = None
@@ -277,10 +276,10 @@ class Readiness:
                         value = task.result()
                     except Exception as exc:  # a bug in a call must still end in a verdict
                         return self._fail("probe_failed", "internal error in the %s call: %r" % (name, exc))
-                    verdict, pending = self._handle(name, value, timeout)
+                    verdict = self._handle(name, value, timeout)
                 elif now - started >= timeout + self.params.task_slack_s:
                     pending = None
-                    verdict, pending = self._handle(name, None, timeout)
+                    verdict = self._handle(name, None, timeout)
                 if verdict == "probe_failed":
                     failed_probe_at = self.clock()
                     continue
@@ -314,11 +313,10 @@ class Readiness:
         raise RuntimeError("readiness: no call for phase %r" % self.phase)
 
     def _handle(self, name, result, timeout):
-        """Judge a finished (or overdue: result None) call. Returns (verdict or None, next pending)."""
+        """Judge a finished (or overdue: result None) call: a verdict, "probe_failed" (after a grace) or None."""
         if name == "health":
             if result is None or result.error == "timeout":
                 # Past "Starting" (which answers 503 at once) but the engine is slow: let a generation decide.
-                self.notes.append("/health did not answer within %gs" % timeout)
                 self.phase = "probing"
             elif result.error in ("refused", "connection"):
                 self.phase = "loading"
@@ -326,11 +324,11 @@ class Readiness:
                 self.phase = "warming"
             else:
                 self.phase = "probing"
-            return None, None
+            return None
 
         if name == "generate":
-            if result is None:
-                self._wedge_timeout = timeout
+            if result is None:  # overdue on our clock: the call never came back
+                self.probe = {"api": self.prober.probe.api, "ok": False, "error": "timeout", "timeout_s": timeout}
                 outcome_error = "timeout"
             else:
                 self._outcome = result
@@ -338,31 +336,32 @@ class Readiness:
                 outcome_error = None if result.ok else result.error
             if outcome_error is None:
                 self.phase = "verifying"
-                return None, None
+                return None
             if outcome_error == "timeout":
                 if timeout < self.prober.probe.timeout:
                     return self._fail(
                         "timeout",
                         "startup_timeout=%gs ran out while the test generation was still unanswered "
                         "(after %gs)" % (self.params.startup_timeout, timeout),
-                    ), None
+                    )
                 self._wedge_timeout = timeout
                 self.phase = "confirming"
-                return None, None
-            return "probe_failed", None
+                return None
+            return "probe_failed"
 
         if name == "models":
-            what = "POST generation did not answer within %gs" % self._wedge_timeout
+            path = "/v1/chat/completions" if self.prober.probe.api == "openai" else "/generate"
+            what = "POST %s did not answer within %gs" % (path, self._wedge_timeout)
             if result is not None and result.ok:
                 reason = "%s while GET /v1/models answered HTTP %s in %.3fs" % (what, result.status, result.latency_s)
             elif result is not None:
                 reason = "%s and GET /v1/models did not answer either (%s)" % (what, result.describe())
             else:
                 reason = "%s and GET /v1/models did not answer either" % what
-            return self._fail("wedged", reason), None
+            return self._fail("wedged", reason)
 
         if name == "server_info":
-            return self._verify(result), None
+            return self._verify(result)
 
         raise RuntimeError("readiness: unknown call %r" % name)
 

@@ -47,7 +47,7 @@ def parse_show(text):
     props = {}
     for line in (text or "").splitlines():
         if "=" in line:
-            key, _, value = line.partition("=")
+            key, value = line.split("=", 1)
             props[key.strip()] = value.strip()
     return props
 

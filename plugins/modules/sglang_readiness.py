@@ -233,7 +233,7 @@ failure_class:
   sample: oom_mem_fraction
 cause_class:
   description:
-    - The class the log points at. Equals O(failure_class) except for C(restart_loop), where it is the class of
+    - The class the log points at. Equals RV(failure_class) except for C(restart_loop), where it is the class of
       the failed start (for example C(oom_mem_fraction)); key memory decisions on this.
   returned: always
   type: str
@@ -374,7 +374,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import U
 
 PROBE_SPEC = dict(
     prompt=dict(type="str", default="Say hi."),
-    max_new_tokens=dict(type="int", default=16),
+    max_new_tokens=dict(type="int", default=16, no_log=False),
     temperature=dict(type="float", default=0),
     timeout=dict(type="float", default=60),
     api=dict(type="str", choices=["native", "openai"], default="native"),

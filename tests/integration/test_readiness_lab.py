@@ -185,7 +185,7 @@ def inventory(lab_host_name):
             "ansible_host": lab_host_name,
             "ansible_connection": "containers.podman.podman",
             "ansible_python_interpreter": "/usr/bin/python3",
-            "port": port_for(c),
+            "case_port": port_for(c),
         }
         for key in (
             "probe",
@@ -239,6 +239,7 @@ def verdicts(lab_host, simulator, tmp_path_factory):
         cwd=str(REPO),
         env=lab_host.env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
     )
+    (work / "playbook.out").write_text(proc.stdout)
     try:
         # profile_tasks (ansible.cfg) prints around the json document: decode from its first line.
         start = proc.stdout.index("\n{") + 1 if not proc.stdout.startswith("{") else 0
@@ -248,7 +249,9 @@ def verdicts(lab_host, simulator, tmp_path_factory):
             "expected the json callback's output from the playbook, got (%s):\n%s\n%s"
             % (exc, proc.stdout[-6000:], proc.stderr[-3000:])
         ) from exc
-    by_task = {task["task"]["name"]: task["hosts"] for task in play["tasks"]}
+    by_task = {}  # the free strategy gives each host its own entry per task: merge them
+    for task in play["tasks"]:
+        by_task.setdefault(task["task"]["name"], {}).update(task["hosts"])
 
     def per_case(task_name):
         hosts = by_task.get(task_name, {})

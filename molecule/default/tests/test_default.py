@@ -58,6 +58,16 @@ def test_unit_file_is_clean_for_systemd_analyze_verify(lab):
     assert lab["verify"]["stderr"].strip() == ""
 
 
+def test_systemd_security_exposure_stays_at_the_documented_level(lab):
+    # docs/service.md records the exposure of the rendered unit; a change to the hardening
+    # that raises it fails here.
+    summary = [line for line in lab["security"].splitlines() if "Overall exposure level" in line]
+    assert summary, lab["security"][-500:]
+    exposure = float(summary[0].split(":")[1].split()[0])
+    print(summary[0])
+    assert exposure <= 3.5
+
+
 def test_environment_file_is_root_only_and_holds_the_key(lab, key):
     env = lab["env_file"]
     assert (env["user"], env["group"], env["mode"]) == ("root", "root", 0o600)

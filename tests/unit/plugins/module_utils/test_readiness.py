@@ -303,6 +303,8 @@ def test_wedged_engine_is_never_ready():
     result = readiness.run()
     assert result["ready"] is False and result["failure_class"] == "wedged"
     assert "/v1/models answered HTTP 200" in result["reason"]
+    assert "POST /generate did not answer within 30s" in result["reason"]
+    assert result["probe"]["error"] == "timeout"
     # health timeout (5) + probe timeout (30) + slack, far from startup_timeout
     assert 35 <= result["elapsed_s"] <= 38
     assert "/get_server_info" not in sglang.paths()
