@@ -31,7 +31,7 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def installed(built, tmp_path_factory):
     root = tmp_path_factory.mktemp("collections")
-    _run(BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", root, built, cwd=root)
+    _run(BIN / "ansible-galaxy", "collection", "install", "--force", "--no-deps", "-p", root, built, cwd=root)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env["ANSIBLE_COLLECTIONS_PATH"] = str(root)
     return root, env
