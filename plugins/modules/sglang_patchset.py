@@ -82,6 +82,7 @@ attributes:
     description: Reports per file what would change, with before and after checksums, and writes nothing.
   diff_mode:
     support: none
+    description: Reports checksums per file instead of a text diff.
 notes:
   - Refusals return C(file), C(expected_sha256) and C(found_sha256) as data besides the message.
 """
