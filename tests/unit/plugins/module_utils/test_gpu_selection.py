@@ -8,7 +8,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import g
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 CONSTRUCTED = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
-REAL = REPO.parent / "shared" / "fixtures" / "nvidia-smi" / "h200"
+REAL = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "real-h200"
 
 
 def facts(name: str, **kwargs) -> list:

@@ -1,4 +1,4 @@
-"""nvidia-smi parser: real H200 captures (../shared/fixtures) and constructed failing outputs."""
+"""nvidia-smi parser: real H200 captures (tests/unit/fixtures/nvidia-smi/real-h200) and constructed failing outputs."""
 
 import pathlib
 
@@ -17,7 +17,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
 )
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
-REAL = REPO.parent / "shared" / "fixtures" / "nvidia-smi" / "h200"
+REAL = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "real-h200"
 CONSTRUCTED = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
 H200_UUID = "GPU-5a6eafee-1932-5f13-42d0-82f42c64e659"
 NOHEADER_FIELDS = (
@@ -36,7 +36,7 @@ def real(name: str) -> str:
     """A real capture; missing shared fixtures are a setup failure, never a skip."""
     path = REAL / name
     if not path.is_file():
-        pytest.fail(f"real nvidia-smi fixture missing: {path} (shared/ must sit beside the checkout)")
+        pytest.fail(f"real nvidia-smi fixture missing: {path} (copied from shared/fixtures/nvidia-smi/h200)")
     return path.read_text()
 
 
@@ -101,6 +101,13 @@ def test_real_xml_gives_driver_cuda_version_and_ecc_counters():
 
 def test_real_compute_apps_header_only_means_no_processes():
     assert parse_compute_apps(real("compute_apps.csv")) == []
+
+
+def test_real_busy_compute_apps_from_the_recorded_h200_run_parse_pid_and_memory():
+    (app,) = parse_compute_apps(real("compute_apps_busy.csv"))
+    assert app["pid"] == 1259
+    assert app["process_name"] == "python3"
+    assert app["used_memory_mb"] == 8710
 
 
 def test_real_idle_h200_is_usable_and_driver_covers_cuda_13():
