@@ -49,6 +49,10 @@ SERVER_KEYS = (
 )
 
 
+# sglang's "Starting" state answers /health with 503 at once; a slower 503 is not warm-up.
+SLOW_HEALTH_503_S = 1.0
+
+
 class Params:
     """Tunables of one readiness run (module options, plus internal pacing)."""
 
@@ -120,6 +124,7 @@ class Readiness:
         self._outcome = None
         self._last_progress_read = None
         self._wedge_timeout = None
+        self._ready_line_seen = False
 
     # -- helpers ----------------------------------------------------------------------------
     def _elapsed(self):
@@ -141,6 +146,7 @@ class Readiness:
             return
         if line:
             self.progress = line
+            self._ready_line_seen = self._ready_line_seen or journal_text.saw_ready_line(line)
 
     def _settled_log(self):
         """This start's log, re-read until it is complete and stops growing (journald may lag the death).
@@ -321,7 +327,11 @@ class Readiness:
             elif result.error in ("refused", "connection"):
                 self.phase = "loading"
             elif result.status == 503:
-                self.phase = "warming"
+                # "Starting" answers 503 at once. A 503 that took seconds is the health check's own
+                # generation timing out (SGLANG_HEALTH_CHECK_TIMEOUT), and a 503 after the ready line
+                # means the engine stopped answering: either way a real generation decides.
+                slow = result.latency_s >= SLOW_HEALTH_503_S
+                self.phase = "probing" if slow or self._ready_line_seen else "warming"
             else:
                 self.phase = "probing"
             return None

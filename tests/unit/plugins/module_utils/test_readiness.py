@@ -122,7 +122,10 @@ class FakeProber(http_probe.Prober):
     def start(self, name, **kwargs):
         self.started.append((self.fake_clock(), name))
         value = getattr(self, name)(**kwargs)
-        return FakeTask(self.fake_clock, value, self.sglang._latency)
+        latency = self.sglang._latency
+        if latency is not None and isinstance(value, http_probe.HttpResult):
+            value.latency_s = latency  # the real prober measures the call; here the fake clock stood still
+        return FakeTask(self.fake_clock, value, latency)
 
 
 class FakeWatcher:
@@ -308,6 +311,42 @@ def test_wedged_engine_is_never_ready():
     # health timeout (5) + probe timeout (30) + slack, far from startup_timeout
     assert 35 <= result["elapsed_s"] <= 38
     assert "/get_server_info" not in sglang.paths()
+
+
+def test_wedged_engine_whose_health_answers_503_slowly_is_probed_not_left_warming():
+    # SGLANG_HEALTH_CHECK_TIMEOUT shorter than our health timeout: /health answers 503 after 3 s
+    def behaviour(t):
+        return {
+            ("GET", "/health"): (3.0, 503, {}),
+            ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
+            ("POST", "/generate"): HANG,
+        }
+
+    readiness, _clock, _, _ = make(behaviour, probe=http_probe.ProbeSettings(timeout=10))
+    result = readiness.run()
+    assert result["failure_class"] == "wedged"
+    assert result["elapsed_s"] < 20
+
+
+def test_fast_503_after_the_ready_line_is_probed_not_left_warming():
+    def behaviour(t):
+        return {
+            ("GET", "/health"): (0.01, 503, {}),
+            ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
+            ("POST", "/generate"): HANG,
+        }
+
+    log = "[2026-05-09 07:36:00] The server is fired up and ready to roll!\n"
+    readiness, _clock, _, _ = make(behaviour, log=lambda t: log, probe=http_probe.ProbeSettings(timeout=10))
+    result = readiness.run()
+    assert result["failure_class"] == "wedged"
+    assert result["elapsed_s"] < 20
+
+
+def test_fast_503_before_the_ready_line_is_warm_up():
+    readiness, _clock, _, _ = make(healthy_server(load_s=1, warm_s=120), log=lambda t: "Load weight end.")
+    result = readiness.run()
+    assert result["ready"] is True and result["time_to_ready_s"] >= 121
 
 
 def test_wedged_after_health_200_too():
