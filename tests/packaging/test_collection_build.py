@@ -60,3 +60,10 @@ def test_installed_playbook_resolves_by_fqcn(installed, playbook):
         BIN / "ansible-playbook", "-i", "localhost,", "--syntax-check", f"specdec.sglang.{playbook}", cwd=root, env=env
     )
     assert "playbook:" in out
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta").is_dir()))
+def test_installed_role_documents_its_variables(installed, role):
+    root, env = installed
+    out = _run(BIN / "ansible-doc", "-t", "role", f"specdec.sglang.{role}", cwd=root, env=env)
+    assert f"{role}_" in out, f"ansible-doc shows no {role}_* variable"
