@@ -99,3 +99,14 @@ def test_awx_survey_variables_are_known_variables():
         for question in template["survey"]:
             assert question["variable"] in declared | play_level, question["variable"]
             assert question["type"] in {"text", "integer", "float", "multiplechoice", "multiselect", "password"}
+
+
+def test_variables_reference_matches_the_argument_specs():
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts/gen-variables-doc"), "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
