@@ -10,7 +10,16 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
-DEV_ONLY = ("benchmarks/", "lab/", "molecule/", "tests/", ".ci/", "scripts/", "requirements/", "collections/ansible_collections")
+DEV_ONLY = (
+    "benchmarks/",
+    "lab/",
+    "molecule/",
+    "tests/",
+    ".ci/",
+    "scripts/",
+    "requirements/",
+    "collections/ansible_collections",
+)
 
 
 def _run(*args, cwd, env=None):
