@@ -3,9 +3,6 @@
 Runs after the idempotence step, so every check also holds after the second deploy.
 """
 
-import pytest
-from lab_snapshot import snapshot
-
 HARDENING = [
     "NoNewPrivileges=true",
     "ProtectSystem=strict",
@@ -22,16 +19,6 @@ HARDENING = [
     "TimeoutStartSec=120",
     "LimitNOFILE=16384",
 ]
-
-
-@pytest.fixture(scope="module")
-def key(host):
-    return host.ansible.get_variables()["sglang_service_api_key"]
-
-
-@pytest.fixture(scope="module")
-def lab(host, key):
-    return snapshot(host, key=key)
 
 
 def test_service_user_is_a_system_user_without_login(lab):

@@ -1,13 +1,5 @@
 """fail_fast: a crash on start of a first deploy leaves the unit stopped, disabled, unrecorded."""
 
-import pytest
-from lab_snapshot import snapshot
-
-
-@pytest.fixture(scope="module")
-def lab(host):
-    return snapshot(host)
-
 
 def test_failed_first_deploy_leaves_the_unit_stopped_and_disabled(lab):
     assert lab["show"]["ActiveState"] in ("inactive", "failed")

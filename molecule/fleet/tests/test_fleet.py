@@ -1,12 +1,6 @@
 """fleet: serial batches of one, max_fail_percentage 0: the failed first batch stops the deploy."""
 
 import pytest
-from lab_snapshot import snapshot
-
-
-@pytest.fixture(scope="module")
-def lab(host):
-    return snapshot(host)
 
 
 def test_failed_first_batch_host_is_stopped(host, lab):

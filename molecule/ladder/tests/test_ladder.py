@@ -1,22 +1,6 @@
 """ladder: a memory failure on `full` moves to `small`, which comes up ready; both attempts are reported."""
 
-import pytest
-from lab_snapshot import controller_reports, snapshot
-
-
-@pytest.fixture(scope="module")
-def key(host):
-    return host.ansible.get_variables()["sglang_service_api_key"]
-
-
-@pytest.fixture(scope="module")
-def lab(host, key):
-    return snapshot(host, key=key)
-
-
-@pytest.fixture(scope="module")
-def report(host):
-    return controller_reports()[host.backend.get_hostname()]
+from lab_snapshot import controller_reports
 
 
 def test_first_run_walked_the_ladder_from_full_to_small(host):

@@ -1,23 +1,5 @@
 """rollback: after release 2 failed, release 1 serves again with its own unit and environment."""
 
-import pytest
-from lab_snapshot import controller_reports, snapshot
-
-
-@pytest.fixture(scope="module")
-def key(host):
-    return host.ansible.get_variables()["sglang_service_api_key"]
-
-
-@pytest.fixture(scope="module")
-def lab(host, key):
-    return snapshot(host, key=key)
-
-
-@pytest.fixture(scope="module")
-def report(host):
-    return controller_reports()[host.backend.get_hostname()]
-
 
 def test_report_names_both_releases(report):
     assert report["ok"] is False

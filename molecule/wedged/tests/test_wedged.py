@@ -1,13 +1,5 @@
 """wedged: a server that lists models but never generates is not deployed."""
 
-import pytest
-from lab_snapshot import snapshot
-
-
-@pytest.fixture(scope="module")
-def lab(host):
-    return snapshot(host)
-
 
 def test_wedged_first_deploy_is_stopped_and_disabled(lab):
     assert lab["show"]["ActiveState"] in ("inactive", "failed")
