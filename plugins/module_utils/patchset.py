@@ -510,9 +510,14 @@ def apply(
     except BaseException:
         _rollback(done)
         raise
+    return _refresh_bytecode(result, touched, python, runner)
+
+
+def _refresh_bytecode(result, touched, python, runner):
+    """Purge the stale ``__pycache__`` entries of every touched module and byte-compile what still exists."""
     for target in touched:
         result["pycache_purged"].extend(purge_pycache(target))
-    result["compiled"] = byte_compile(python, touched, runner)
+    result["compiled"] = byte_compile(python, [t for t in touched if os.path.exists(t)], runner)
     return result
 
 
@@ -558,10 +563,7 @@ def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_run
     except BaseException:
         _rollback(done)
         raise
-    for target in touched:
-        result["pycache_purged"].extend(purge_pycache(target))
-    result["compiled"] = byte_compile(python, [t for t in touched if os.path.exists(t)], runner)
-    return result
+    return _refresh_bytecode(result, touched, python, runner)
 
 
 # --------------------------------------------------------------------------- verify
