@@ -494,7 +494,6 @@ def apply(
         return result
     _write_state(backup_dir, manifest, rows)
     done = []
-    touched = []
     try:
         for row, target, current, new in staged:
             mode = _mode_of(target)
@@ -506,11 +505,10 @@ def apply(
                 os.makedirs(os.path.dirname(target), exist_ok=True)
             _atomic_write(target, new, mode)
             done.append((target, current, mode))
-            touched.append(target)
     except BaseException:
         _rollback(done)
         raise
-    return _refresh_bytecode(result, touched, python, runner)
+    return _refresh_bytecode(result, [target for target, _current, _mode in done], python, runner)
 
 
 def _refresh_bytecode(result, touched, python, runner):
@@ -550,7 +548,6 @@ def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_run
     if check_mode:
         return result
     done = []
-    touched = []
     try:
         for target, current, original in staged:
             mode = _mode_of(target)
@@ -559,11 +556,10 @@ def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_run
             else:
                 _atomic_write(target, original, mode)
             done.append((target, current, mode))
-            touched.append(target)
     except BaseException:
         _rollback(done)
         raise
-    return _refresh_bytecode(result, touched, python, runner)
+    return _refresh_bytecode(result, [target for target, _current, _mode in done], python, runner)
 
 
 # --------------------------------------------------------------------------- verify
