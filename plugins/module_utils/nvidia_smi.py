@@ -17,7 +17,11 @@ Inputs understood:
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 # What the module asks nvidia-smi for (order matters only for noheader output).
@@ -40,8 +44,11 @@ _HEADER_ALIASES = {
     "used_gpu_memory": "used_memory",
 }
 
-# Field values that mean "this GPU is gone / broken", not "not applicable".
-_LOST_MARKERS = ("[gpu is lost]", "[unknown error]", "[gpu requires reset]", "[gpu lost]")
+# Field values that mean "this GPU is gone / broken", not "not applicable". nvidia-smi prints
+# them bracketed in CSV fields ("[Unknown Error]") and bare in some versions and in the XML
+# ("Unknown Error"): both forms mean lost.
+_LOST_WORDS = ("gpu is lost", "unknown error", "gpu requires reset", "gpu lost")
+_LOST_MARKERS = _LOST_WORDS + tuple(f"[{word}]" for word in _LOST_WORDS)
 _NA_MARKERS = ("[n/a]", "n/a", "[not supported]", "not supported", "[insufficient permissions]", "")
 
 _HANDLE_ERROR = re.compile(
@@ -104,7 +111,7 @@ def _text(value: str | None) -> str | None:
     if value is None:
         return None
     text = value.strip()
-    if text.lower() in _NA_MARKERS or text.startswith("["):
+    if text.lower() in _NA_MARKERS or text.startswith("[") or _is_lost_value(text):
         return None
     return text
 
@@ -528,33 +535,52 @@ def gather(
     return facts
 
 
-def host_problems(
+def assess_host(
     facts: dict,
     expected_count: int | None = None,
     expected_name: str | None = None,
     min_cuda_version: str | None = None,
-) -> list[dict]:
-    """Whole-host problems: no driver, fewer GPUs than expected, other model, driver CUDA too old.
+    excluded_gpus: list[dict] | None = None,
+) -> dict:
+    """Whole-host verdict: ``{problems, warnings}``, each a list of ``{class, message}``.
 
-    ``expected_name`` is a prefix of the reported product name.
+    Problems: no driver, fewer GPUs than expected, other model, driver CUDA too old.
+    ``expected_name`` is a prefix of the reported product name. A lost GPU the operator excluded
+    (``excluded_gpus``: the GPU records the exclusion names) is acknowledged: it does not count
+    against ``expected_count`` and gives a warning instead. A GPU missing from the listing
+    altogether is never acknowledged: the indices after it have shifted.
     """
     problems = [dict(e) for e in facts.get("host_errors", [])]
+    warnings: list[dict] = []
     gpus = facts.get("gpus", [])
     if not gpus and not problems:
         problems.append({"class": "no_devices", "message": "nvidia-smi listed no GPU"})
-    if expected_count is not None and expected_count > 0:
+    excluded = excluded_gpus or []
+    acknowledged = [g for g in gpus if g.get("lost") and any(g is e for e in excluded)]
+    # Without a GPU listing (no driver, a hang) the count says nothing the host error does not.
+    if expected_count is not None and expected_count > 0 and gpus:
         seen = len(gpus)
         if facts.get("attached_gpus") and facts["attached_gpus"] > seen:
             seen = facts["attached_gpus"]
         reachable = len([g for g in gpus if not g.get("lost")])
-        if seen < expected_count or reachable < expected_count:
+        if seen < expected_count or reachable + len(acknowledged) < expected_count:
+            ack = f", {len(acknowledged)} lost and excluded" if acknowledged else ""
             problems.append(
                 {
                     "class": "gpu_count",
                     "message": f"expected {expected_count} GPUs, nvidia-smi shows {len(gpus)}"
-                    f" of which {reachable} reachable",
+                    f" of which {reachable} reachable{ack}",
                 }
             )
+    for gpu in acknowledged:
+        warnings.append(
+            {
+                "class": "excluded_gpu_lost",
+                "message": f"GPU {gpu.get('index')} ({gpu.get('pci_bus_id') or gpu.get('uuid') or 'no id'}) is lost"
+                " and excluded, so it is acknowledged and not used; a lost GPU can still disturb the others"
+                " (Xid errors, driver or bus resets): the CUDA check on the selected GPUs decides",
+            }
+        )
     if expected_name:
         # Prefix match: "NVIDIA RTX PRO 6000 Blackwell" covers its Server/Workstation Editions.
         other = sorted({g["name"] for g in gpus if g.get("name") and not g["name"].startswith(expected_name)})
@@ -569,4 +595,101 @@ def host_problems(
                 " upgrade the driver or use a runtime built for an older CUDA",
             }
         )
-    return problems
+    return {"problems": problems, "warnings": warnings}
+
+
+def host_problems(
+    facts: dict,
+    expected_count: int | None = None,
+    expected_name: str | None = None,
+    min_cuda_version: str | None = None,
+    excluded_gpus: list[dict] | None = None,
+) -> list[dict]:
+    """The problems of ``assess_host``."""
+    return assess_host(facts, expected_count, expected_name, min_cuda_version, excluded_gpus)["problems"]
+
+
+# --- running nvidia-smi within one time budget --------------------------------------------
+
+
+def run_bounded(argv: list[str], timeout_s: float, popen=subprocess.Popen, killpg=os.killpg) -> dict:
+    """Run ``argv`` for at most ``timeout_s`` seconds in its own process group.
+
+    On timeout the whole group is killed (a hung nvidia-smi can have children that would
+    outlive it) and reaped. Returns ``{rc, stdout, stderr, timed_out, missing}``.
+    """
+    if timeout_s <= 0:
+        return {"rc": None, "stdout": "", "stderr": "", "timed_out": True, "missing": False}
+    try:
+        proc = popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return {"rc": None, "stdout": "", "stderr": f"{argv[0]}: not found", "timed_out": False, "missing": True}
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = "", ""
+        return {"rc": None, "stdout": out or "", "stderr": err or "", "timed_out": True, "missing": False}
+    return {"rc": proc.returncode, "stdout": out, "stderr": err, "timed_out": False, "missing": False}
+
+
+def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic) -> dict:
+    """Run the three nvidia-smi calls within ``timeout_s`` seconds in total.
+
+    Returns ``{query, xml, apps, commands, host_errors}``: the outputs (``None`` when a call did
+    not run or failed), the exit status per call, and whole-host errors (``nvidia_smi_missing``,
+    ``nvidia_smi_hang``). After a hang no further call is made: the GPU that hangs one call
+    hangs the next.
+    """
+    deadline = clock() + timeout_s
+    calls = (
+        ("query_gpu", [f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,nounits"]),
+        ("xml", ["-q", "-x"]),
+        ("compute_apps", [f"--query-compute-apps={','.join(QUERY_APPS_FIELDS)}", "--format=csv,nounits"]),
+    )
+    outputs: dict = {"query_gpu": None, "xml": None, "compute_apps": None}
+    stderr: list[str] = []
+    commands: dict = {}
+    host_errors: list[dict] = []
+    for name, args in calls:
+        done = run([binary, *args], deadline - clock())
+        commands[name] = done["rc"]
+        if done["missing"]:
+            host_errors.append({"class": "nvidia_smi_missing", "message": done["stderr"]})
+            break
+        if done["timed_out"]:
+            host_errors.append(
+                {
+                    "class": "nvidia_smi_hang",
+                    "message": f"{binary} {' '.join(args)}: no answer within the {timeout_s:g} s budget of the"
+                    " whole GPU check (a lost GPU can make nvidia-smi hang); the call was killed",
+                }
+            )
+            break
+        stderr.append(done["stderr"] or "")
+        keep = done["rc"] == 0 or (name == "xml" and "<nvidia_smi_log" in (done["stdout"] or ""))
+        if name == "query_gpu":
+            keep = True  # handle errors and host errors are read from it whatever the exit status
+        outputs[name] = done["stdout"] if keep else None
+    return {
+        "query": outputs["query_gpu"],
+        "xml": outputs["xml"],
+        "apps": outputs["compute_apps"],
+        "stderr": "\n".join(stderr),
+        "commands": commands,
+        "host_errors": host_errors,
+    }

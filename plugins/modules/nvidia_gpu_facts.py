@@ -15,8 +15,8 @@ description:
     C(nvidia-smi --query-compute-apps=...) and turns the output into one record per GPU with a
     health verdict.
   - A GPU is unusable when it is lost (C(Unable to determine the device handle ...), C([GPU is lost]),
-    C([GPU requires reset])), has uncorrected volatile ECC errors, needs a reset (row remapping
-    pending or failed, a recovery action), or is busy (processes on it, or more than
+    C([GPU requires reset]), C(Unknown Error) bracketed or bare), has uncorrected volatile ECC errors,
+    needs a reset (row remapping pending or failed, a recovery action), or is busy (processes on it, or more than
     O(busy_memory_mb) in use) unless O(allow_busy=true).
   - With O(select) (explicit ids) or O(count) (automatic), picks GPUs and returns them as UUIDs;
     unusable, unknown or excluded GPUs are refused with the reason.
@@ -38,7 +38,10 @@ options:
     type: int
     default: 0
   exclude:
-    description: GPUs never to use (ids as in O(select)).
+    description:
+      - GPUs never to use (ids as in O(select)).
+      - An excluded GPU that is lost is acknowledged, it does not count against O(expected_count); the
+        module warns, naming it, because a lost GPU can still disturb the others.
     type: list
     elements: str
     default: []
@@ -71,7 +74,10 @@ options:
     type: bool
     default: true
   timeout_s:
-    description: Seconds each nvidia-smi call may take (a lost GPU can make it hang).
+    description:
+      - Seconds the whole gathering may take, all nvidia-smi calls together (a lost GPU can make it hang).
+      - A call still running at the end is killed with its whole process group, no further call is made,
+        and the host gets the problem C(nvidia_smi_hang).
     type: int
     default: 60
 notes:
@@ -141,11 +147,19 @@ usable_count:
   sample: 7
 host_problems:
   description: Whole-host problems, each C({class, message}); classes C(driver_unavailable), C(no_devices),
-    C(nvidia_smi_missing), C(gpu_count), C(gpu_model), C(driver_cuda), C(nvml_init_failed), ...
+    C(nvidia_smi_missing), C(nvidia_smi_hang), C(gpu_count), C(gpu_model), C(driver_cuda), C(nvml_init_failed), ...
   returned: always
   type: list
   elements: dict
   sample: [{class: gpu_count, message: "expected 8 GPUs, nvidia-smi shows 8 of which 7 reachable"}]
+host_warnings:
+  description:
+    - Whole-host warnings, each C({class, message}), also shown as Ansible warnings; class
+      C(excluded_gpu_lost) names a lost GPU that O(exclude) acknowledges.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{class: excluded_gpu_lost, message: "GPU 1 (00000000:2A:00.0) is lost and excluded, ..."}]
 selection:
   description: The selection result; C(uuids) is what CUDA_VISIBLE_DEVICES should get.
   returned: when O(select) or O(count) is given
@@ -160,100 +174,63 @@ selection:
     refused: []
     errors: []
 commands:
-  description: Exit status of each nvidia-smi call.
+  description: Exit status of each nvidia-smi call (null when it did not run or was killed).
   returned: always
   type: dict
   sample: {query_gpu: 0, xml: 0, compute_apps: 0}
 """
 
-import subprocess  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import select_gpus  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import find_gpu, select_gpus  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (  # noqa: E402
-    QUERY_APPS_FIELDS,
-    QUERY_GPU_FIELDS,
     NvidiaSmiParseError,
+    assess_host,
+    collect,
     gather,
-    host_problems,
 )
 
+ARGUMENT_SPEC = {
+    "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+    "select": {"type": "list", "elements": "str", "default": []},
+    "count": {"type": "int", "default": 0},
+    "exclude": {"type": "list", "elements": "str", "default": []},
+    "allow_busy": {"type": "bool", "default": False},
+    "busy_memory_mb": {"type": "int", "default": 1024},
+    "min_free_memory_mb": {"type": "int", "default": 0},
+    "expected_count": {"type": "int", "default": 0},
+    "expected_name": {"type": "str", "default": ""},
+    "min_cuda_version": {"type": "str", "default": ""},
+    "fail_on_problems": {"type": "bool", "default": True},
+    "timeout_s": {"type": "int", "default": 60},
+}
 
-def _run(binary, args, timeout_s):
-    try:
-        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout_s, check=False)
-    except FileNotFoundError:
-        return None, "", f"{binary}: not found"
-    except subprocess.TimeoutExpired:
-        return -1, "", f"{binary} {' '.join(args)}: no answer within {timeout_s} s"
-    return done.returncode, done.stdout, done.stderr
 
-
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
-            "select": {"type": "list", "elements": "str", "default": []},
-            "count": {"type": "int", "default": 0},
-            "exclude": {"type": "list", "elements": "str", "default": []},
-            "allow_busy": {"type": "bool", "default": False},
-            "busy_memory_mb": {"type": "int", "default": 1024},
-            "min_free_memory_mb": {"type": "int", "default": 0},
-            "expected_count": {"type": "int", "default": 0},
-            "expected_name": {"type": "str", "default": ""},
-            "min_cuda_version": {"type": "str", "default": ""},
-            "fail_on_problems": {"type": "bool", "default": True},
-            "timeout_s": {"type": "int", "default": 60},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    binary = p["nvidia_smi"]
-    rc_q, out_q, err_q = _run(
-        binary, [f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,nounits"], p["timeout_s"]
-    )
-    commands = {"query_gpu": rc_q}
-    problems = []
-    if rc_q is None:
-        result = {
-            "gpus": [],
-            "driver_version": None,
-            "driver_cuda_version": None,
-            "attached_gpus": 0,
-            "host_errors": [],
-        }
-        problems.append({"class": "nvidia_smi_missing", "message": err_q})
+def facts_and_selection(p: dict, run_collect=collect) -> dict:
+    """Everything the module returns, from its parameters; ``run_collect`` runs nvidia-smi."""
+    calls = run_collect(p["nvidia_smi"], p["timeout_s"])
+    if calls["query"] is None and calls["xml"] is None:
+        result = {"gpus": [], "driver_version": None, "driver_cuda_version": None, "attached_gpus": 0}
+        result["host_errors"] = list(calls["host_errors"])
     else:
-        rc_x, out_x, err_x = _run(binary, ["-q", "-x"], p["timeout_s"])
-        rc_a, out_a, _err_a = _run(
-            binary, [f"--query-compute-apps={','.join(QUERY_APPS_FIELDS)}", "--format=csv,nounits"], p["timeout_s"]
+        result = gather(
+            calls["query"],
+            calls["xml"],
+            calls["apps"],
+            stderr_text=calls["stderr"],
+            allow_busy=p["allow_busy"],
+            busy_memory_mb=p["busy_memory_mb"],
+            min_free_mb=p["min_free_memory_mb"] or None,
         )
-        commands.update({"xml": rc_x, "compute_apps": rc_a})
-        try:
-            result = gather(
-                out_q,
-                out_x if rc_x == 0 or "<nvidia_smi_log" in (out_x or "") else None,
-                out_a if rc_a == 0 else None,
-                stderr_text="\n".join([err_q or "", err_x or ""]),
-                allow_busy=p["allow_busy"],
-                busy_memory_mb=p["busy_memory_mb"],
-                min_free_mb=p["min_free_memory_mb"] or None,
-            )
-        except NvidiaSmiParseError as exc:
-            module.fail_json(
-                msg=f"cannot parse nvidia-smi output: {exc}", stdout=out_q, stderr=err_q, commands=commands
-            )
-        if rc_q == -1:
-            problems.append({"class": "nvidia_smi_hang", "message": err_q})
-        problems.extend(
-            host_problems(
-                result,
-                expected_count=p["expected_count"] or None,
-                expected_name=p["expected_name"] or None,
-                min_cuda_version=p["min_cuda_version"] or None,
-            )
-        )
+        result["host_errors"] = calls["host_errors"] + result["host_errors"]
     gpus = result["gpus"]
+    excluded = [g for g in (find_gpu(gpus, ident) for ident in p["exclude"]) if g is not None]
+    verdict = assess_host(
+        result,
+        expected_count=p["expected_count"] or None,
+        expected_name=p["expected_name"] or None,
+        min_cuda_version=p["min_cuda_version"] or None,
+        excluded_gpus=excluded,
+    )
     output = {
         "changed": False,
         "gpus": gpus,
@@ -261,21 +238,32 @@ def main():
         "driver_cuda_version": result["driver_cuda_version"],
         "attached_gpus": result["attached_gpus"],
         "usable_count": len([g for g in gpus if g.get("health", {}).get("usable")]),
-        "host_problems": problems,
-        "commands": commands,
+        "host_problems": verdict["problems"],
+        "host_warnings": verdict["warnings"],
+        "commands": calls["commands"],
     }
-    failures = [f"{pr['class']}: {pr['message']}" for pr in problems]
     if p["select"] or p["count"]:
-        selection = select_gpus(
+        output["selection"] = select_gpus(
             gpus,
             select=p["select"],
             count=p["count"] or None,
             exclude=p["exclude"],
             allow_busy=p["allow_busy"],
         )
-        output["selection"] = selection
-        failures.extend(selection["errors"])
-    if failures and p["fail_on_problems"]:
+    return output
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        output = facts_and_selection(module.params)
+    except NvidiaSmiParseError as exc:
+        module.fail_json(msg=f"cannot parse nvidia-smi output: {exc}")
+    for warning in output["host_warnings"]:
+        module.warn(warning["message"])
+    failures = [f"{pr['class']}: {pr['message']}" for pr in output["host_problems"]]
+    failures.extend(output.get("selection", {}).get("errors", []))
+    if failures and module.params["fail_on_problems"]:
         module.fail_json(msg="GPU preflight failed: " + "; ".join(failures), **output)
     module.exit_json(**output)
 

@@ -281,3 +281,34 @@ def test_module_query_fields_match_the_constructed_header():
     header = constructed("constructed-ecc-errors", "query.csv").splitlines()[0]
     names = [nvidia_smi._field_name(h) for h in header.split(",")]
     assert tuple(names) == nvidia_smi.QUERY_GPU_FIELDS
+
+
+def test_bare_unknown_error_fields_mark_the_gpu_lost_and_are_no_uuid():
+    facts = scenario("constructed-bare-unknown-error")
+    gpu1 = facts["gpus"][1]
+    assert gpu1["lost"] is True
+    assert gpu1["uuid"] is None and gpu1["name"] is None
+    assert "uuid=Unknown Error" in gpu1["lost_reason"]
+    assert gpu1["health"]["classes"] == ["lost"]
+    assert [g["index"] for g in facts["gpus"] if g["health"]["usable"]] == [0, 2, 3, 4, 5, 6, 7]
+
+
+def test_excluded_lost_gpu_is_acknowledged_in_the_count_with_a_warning():
+    facts = scenario("constructed-device-handle-unknown-error")
+    verdict = nvidia_smi.assess_host(facts, expected_count=8, excluded_gpus=[facts["gpus"][1]])
+    assert verdict["problems"] == []
+    assert [w["class"] for w in verdict["warnings"]] == ["excluded_gpu_lost"]
+    assert "GPU 1 (00000000:2A:00.0)" in verdict["warnings"][0]["message"]
+
+
+def test_a_gpu_missing_from_the_listing_is_never_acknowledged():
+    facts = scenario("constructed-device-handle-unknown-error")
+    facts["gpus"] = [g for g in facts["gpus"] if g["index"] != 1]
+    facts["attached_gpus"] = 7
+    verdict = nvidia_smi.assess_host(facts, expected_count=8, excluded_gpus=[])
+    assert [p["class"] for p in verdict["problems"]] == ["gpu_count"]
+
+
+def test_host_error_without_gpus_adds_no_count_or_no_gpu_problem():
+    facts = {"gpus": [], "host_errors": [{"class": "nvidia_smi_hang", "message": "no answer"}]}
+    assert [p["class"] for p in host_problems(facts, expected_count=8)] == ["nvidia_smi_hang"]
