@@ -119,6 +119,16 @@ options:
       - Minimum speculative accept length. Checked against the probe's C(spec_accept_length) (or the
         server's average) when the server reports one; otherwise a warning is returned.
     type: float
+  settle_s:
+    description:
+      - Stability window in seconds after the first successful generation. C(0) ends at the first success.
+      - When above C(0), the server counts as ready only if, for that long after the first success, the unit
+        stays up with the same C(InvocationID) and main PID and no restart, and a second generation sent at
+        the end of the window succeeds. Otherwise the run fails (class from the log of the death, or
+        C(probe_failed)) with RV(failed_in_phase) C(settling). RV(settle) reports the window.
+      - Add it to the task's C(async) budget.
+    type: float
+    default: 0
   journal_max_bytes:
     description:
       - Bound, in bytes from the end, of the returned log. The last traceback is never cut, so the
@@ -355,6 +365,42 @@ progress:
   returned: always
   type: str
   sample: "Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=120.3 GB"
+settle:
+  description:
+    - The stability window (O(settle_s) above C(0) and a first generation succeeded); empty otherwise.
+  returned: always
+  type: dict
+  contains:
+    settle_s:
+      description: The window asked for.
+      type: float
+    stayed_up_s:
+      description: Seconds the unit was watched after the first success.
+      type: float
+    alive:
+      description: Whether the unit was still up at the last check.
+      type: bool
+    invocation_id:
+      description: C(InvocationID) at the first success.
+      type: str
+    last_invocation_id:
+      description: C(InvocationID) at the last check.
+      type: str
+    n_restarts:
+      description: Restarts systemd made during the window.
+      type: int
+    second_probe:
+      description: The generation sent at the end of the window (same keys as RV(probe)); null if none.
+      type: dict
+    ok:
+      description: Whether the window passed.
+      type: bool
+    reason:
+      description: One line saying why it passed or failed.
+      type: str
+  sample: {"settle_s": 30, "stayed_up_s": 30.4, "alive": true, "invocation_id": "5f0c1e...",
+           "last_invocation_id": "5f0c1e...", "n_restarts": 0, "second_probe": {"ok": true, "completion_tokens": 16},
+           "ok": true, "reason": "stayed up 30.4s after ready with the same invocation"}
 warnings:
   description: Checks that could not be made (for example no accept length reported).
   returned: always
@@ -370,6 +416,7 @@ from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.settle import extend as settle_window  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher  # noqa: E402
 
 PROBE_SPEC = dict(
@@ -395,6 +442,7 @@ ARGUMENT_SPEC = dict(
     served_model_name=dict(type="str"),
     expect_speculative_algorithm=dict(type="str"),
     min_accept_length=dict(type="float"),
+    settle_s=dict(type="float", default=0),
     journal_max_bytes=dict(type="int", default=65536),
     validate_certs=dict(type="bool", default=True),
     use_proxy=dict(type="bool", default=False),
@@ -422,6 +470,8 @@ def validate(params):
         errors.append("probe.max_new_tokens must be >= 1, got %s" % probe.get("max_new_tokens"))
     if (probe.get("timeout") or 0) <= 0:
         errors.append("probe.timeout must be > 0 seconds, got %s" % probe.get("timeout"))
+    if params["settle_s"] < 0:
+        errors.append("settle_s must be >= 0 seconds, got %s" % params["settle_s"])
     if params["journal_max_bytes"] < 1024:
         errors.append("journal_max_bytes must be >= 1024, got %s" % params["journal_max_bytes"])
     if not params["base_url"].startswith(("http://", "https://")):
@@ -467,7 +517,11 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
         sleep=sleep,
     )
     try:
-        result = readiness.snapshot() if module.check_mode else readiness.run()
+        if module.check_mode:
+            result = readiness.snapshot()
+        else:
+            result = settle_window(readiness, readiness.run(), params["settle_s"])
+        result.setdefault("settle", {})
     except RuntimeError as exc:  # e.g. systemctl missing: say what to use instead
         module.fail_json(msg=str(exc), ready=False, phase="failed", failure_class=None)
 
