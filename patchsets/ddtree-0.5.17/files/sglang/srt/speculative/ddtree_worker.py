@@ -1,0 +1,287 @@
+"""DDTree verify step for the DFlash worker (added by the specdec.sglang ``ddtree`` patch set).
+
+DFlashWorkerV2 drafts its block as usual (one draft forward over [bonus, MASK x (B-1)]). With
+``--speculative-algorithm DDTREE`` it then hands the draft's hidden states to ``ddtree_verify_step``
+instead of verifying the linear chain:
+
+1. per block position 1..B-1, the draft's top-k tokens and log-probabilities (draft hidden states
+   through the target's lm_head, as DFLASH's argmax does);
+2. per request a tree of N nodes (ddtree_utils.build_tree: top-1 chain seeded, then best-first);
+3. one target forward over the N nodes in TARGET_VERIFY mode with a tree attention mask (FULL
+   layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
+   ancestor-or-self mask), positions = prefix + depth;
+4. sgl_kernel's greedy tree verification (verify_tree_greedy, EAGLE's / NGRAM's kernel);
+5. commit: the target KV of the accepted nodes is moved to the contiguous slots prefix..prefix+a,
+   the draft KV is written from the accepted nodes' target hidden states, and the output tokens use
+   the chain layout the scheduler reads (stride B, accepted drafts then the bonus token).
+
+KV of rejected branches: the N verify slots are the request's own over-allocated headroom
+(dflash_info_v2.prepare_for_decode reserves 2 * max(N, B) past the committed length). Nothing past
+the committed length is kept: the next step writes its tree over the same slots, and the scheduler
+frees the headroom when the request ends (release_kv_cache), as for DFLASH's rejected tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, List, Optional
+
+import torch
+
+from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+from sglang.srt.speculative import ddtree_utils
+from sglang.srt.speculative.dflash_info import DFlashVerifyInput
+from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import ScheduleBatch
+
+logger = logging.getLogger(__name__)
+
+# Log the tree size of the first verify step and then every this many steps.
+_LOG_EVERY_STEPS = 256
+
+
+def ddtree_can_verify(batch: "ScheduleBatch", simulate_acc_len: float) -> bool:
+    """Tree verification is greedy: sampling, grammar and simulated acceptance keep DFLASH's chain."""
+    if batch.has_grammar or simulate_acc_len > 0:
+        return False
+    sampling_info = batch.sampling_info
+    return sampling_info is None or bool(sampling_info.is_all_greedy)
+
+
+def draft_topk(draft_hidden: torch.Tensor, lm_head_weight: torch.Tensor, topk: int):
+    """Top-k log-probabilities and tokens of the draft at block positions 1..B-1: [bs, B-1, k]."""
+    bs, block, hidden = draft_hidden.shape
+    rows = draft_hidden[:, 1:, :].reshape(-1, hidden)
+    logits = torch.nn.functional.linear(rows, lm_head_weight).float()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    k = min(int(topk), logprobs.shape[-1])
+    values, indices = torch.topk(logprobs, k, dim=-1)
+    return values.view(bs, block - 1, k), indices.view(bs, block - 1, k)
+
+
+def build_tree_tensors(
+    roots: List[int],
+    values: List[List[List[float]]],
+    indices: List[List[List[int]]],
+    prefix_lens: List[int],
+    budget: int,
+    device,
+):
+    """Host trees -> verify tensors. Returns dict of tensors plus the host trees."""
+    bs = len(roots)
+    trees = []
+    for b in range(bs):
+        tree = ddtree_utils.build_tree(roots[b], values[b], indices[b], budget)
+        if len(tree) != budget:
+            raise RuntimeError(f"DDTREE built {len(tree)} nodes, expected the budget {budget}")
+        trees.append(tree)
+    n = budget
+    tokens, pos, next_tok, next_sib = [], [], [], []
+    for b, tree in enumerate(trees):
+        first_child, sibling = ddtree_utils.retrieve_links(tree.parents)
+        tokens.extend(tree.tokens)
+        pos.extend(ddtree_utils.positions(tree.depths, prefix_lens[b]))
+        next_tok.extend(first_child)
+        next_sib.extend(sibling)
+    as_i64 = dict(dtype=torch.int64)
+    tokens_t = torch.tensor(tokens, **as_i64).view(bs, n)
+    positions_t = torch.tensor(pos, **as_i64)
+    next_tok_t = torch.tensor(next_tok, **as_i64).view(bs, n)
+    next_sib_t = torch.tensor(next_sib, **as_i64).view(bs, n)
+    # FULL mask: per request N rows x (prefix + N) columns, row-major, flattened and concatenated.
+    chunks = []
+    for b, tree in enumerate(trees):
+        anc = torch.tensor(ddtree_utils.ancestor_mask(tree.parents), dtype=torch.bool)
+        prefix = torch.ones((n, int(prefix_lens[b])), dtype=torch.bool)
+        chunks.append(torch.cat((prefix, anc), dim=1).reshape(-1))
+    mask_t = torch.cat(chunks)
+    out = {
+        "tokens": tokens_t.to(device, non_blocking=True),
+        "positions": positions_t.to(device, non_blocking=True),
+        "retrieve_index": torch.arange(bs * n, dtype=torch.int64, device=device).view(bs, n),
+        "retrieve_next_token": next_tok_t.to(device, non_blocking=True),
+        "retrieve_next_sibling": next_sib_t.to(device, non_blocking=True),
+        "custom_mask": mask_t.to(device, non_blocking=True),
+    }
+    return out, trees
+
+
+def ddtree_verify_step(
+    worker,
+    *,
+    batch: "ScheduleBatch",
+    draft_input,
+    draft_hidden: torch.Tensor,
+    block_ids: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    positions_2d: torch.Tensor,
+    lm_head,
+    on_publish,
+):
+    """One DDTree decode step after the DFlash draft forward. Returns a GenerationBatchResult."""
+    from sglang.srt.managers.utils import GenerationBatchResult
+    from sglang.srt.speculative.eagle_utils import verify_tree_greedy_func
+
+    config: ddtree_utils.DDTreeConfig = worker._ddtree_config
+    if worker._need_mamba_verify_commit:
+        raise RuntimeError("DDTREE does not support hybrid (mamba) targets: their state commit is chain-only.")
+    block = int(worker.block_size)
+    n = int(config.budget)
+    bs = int(prefix_lens.shape[0])
+    device = worker.device
+
+    # --- 1) Per-position top-k of the draft, then the trees on the host (one sync).
+    draft_hidden = draft_hidden.view(bs, block, -1)
+    values, indices = draft_topk(draft_hidden, lm_head.weight, config.topk)
+    host = torch.cat(
+        (
+            values.reshape(bs, -1).double(),
+            indices.reshape(bs, -1).double(),
+            block_ids[:, :1].double(),
+            prefix_lens.view(bs, 1).double(),
+        ),
+        dim=1,
+    ).cpu()
+    per = (block - 1) * values.shape[-1]
+    k = values.shape[-1]
+    vals_l, idx_l, roots, prefixes = [], [], [], []
+    for row in host.tolist():
+        vals = row[:per]
+        idx = [int(x) for x in row[per : 2 * per]]
+        vals_l.append([vals[d * k : (d + 1) * k] for d in range(block - 1)])
+        idx_l.append([idx[d * k : (d + 1) * k] for d in range(block - 1)])
+        roots.append(int(row[2 * per]))
+        prefixes.append(int(row[2 * per + 1]))
+    tree, host_trees = build_tree_tensors(roots, vals_l, idx_l, prefixes, n, device)
+
+    # --- 2) Target verify of all N nodes in one forward, with the tree mask.
+    req_to_token = worker.model_runner.req_to_token_pool.req_to_token
+    verify_loc = assign_extend_cache_locs_func(
+        req_pool_indices=batch.req_pool_indices,
+        req_to_token=req_to_token,
+        start_offset=prefix_lens,
+        end_offset=prefix_lens + n,
+        batch_size=bs,
+        draft_token_num=n,
+        device=device,
+    )
+    verify_loc_2d = verify_loc.view(bs, n)
+    verify_input = DFlashVerifyInput(
+        draft_token=tree["tokens"].reshape(-1),
+        positions=tree["positions"],
+        draft_token_num=n,
+        custom_mask=tree["custom_mask"],
+        capture_hidden_mode=CaptureHiddenMode.FULL,
+    )
+    batch.out_cache_loc = verify_loc
+    seq_lens_cpu_backup = batch.seq_lens_cpu
+    seq_lens_sum_backup = batch.seq_lens_sum
+    exact_prefix_cpu = torch.tensor(prefixes, dtype=torch.int64)
+    batch.seq_lens_cpu = exact_prefix_cpu + n
+    batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+    verify_forward_batch, _ = verify_input.prepare_for_verify(batch, worker.target_worker)
+    batch.seq_lens_cpu = seq_lens_cpu_backup
+    batch.seq_lens_sum = seq_lens_sum_backup
+    target_out = worker.target_worker.forward_batch_generation(
+        batch=None,
+        forward_batch=verify_forward_batch,
+        is_verify=True,
+        skip_attn_backend_init=True,
+    )
+    logits_output = target_out.logits_output
+    if batch.sampling_info is not None:
+        apply_dflash_verify_logits_adjustments(
+            next_token_logits=logits_output.next_token_logits,
+            sampling_info=batch.sampling_info,
+            draft_token_num=n,
+        )
+
+    # --- 3) Greedy tree verification (sgl_kernel.verify_tree_greedy).
+    target_predict = torch.argmax(logits_output.next_token_logits, dim=-1).view(bs, n)
+    predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
+    accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
+    accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
+    predicts, accept_index, accept_drafts = verify_tree_greedy_func(
+        predicts=predicts,
+        accept_index=accept_index,
+        accept_token_num=accept_drafts,
+        candidates=tree["tokens"],
+        retrieve_index=tree["retrieve_index"],
+        retrieve_next_token=tree["retrieve_next_token"],
+        retrieve_next_sibling=tree["retrieve_next_sibling"],
+        target_predict=target_predict,
+    )
+    commit_lens = accept_drafts.to(torch.int32) + 1  # accepted drafts + the bonus token
+    cols = torch.arange(block, device=device).view(1, block)
+    live = cols < commit_lens.view(bs, 1)
+    acc_global = torch.where(live, accept_index.to(torch.int64), torch.zeros_like(cols))
+    out_tokens = torch.where(live, predicts.to(torch.int64)[acc_global], torch.zeros_like(cols))
+    bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
+
+    # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
+    # Column j in increasing order: its source slot (node a_j >= j) is never a target of an
+    # earlier column, so sequential columns need no scratch copy.
+    kv_pool = worker.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
+    for j in range(1, block):
+        tgt = verify_loc_2d[:, j]
+        src = torch.where(live[:, j], verify_loc[acc_global[:, j]], tgt)
+        kv_pool.move_kv_cache(tgt, src)
+
+    new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
+    if on_publish is not None:
+        on_publish(new_seq_lens)
+
+    # --- 5) Draft KV from the accepted nodes' target hidden states, chain positions.
+    hidden = logits_output.hidden_states
+    if hidden is None:
+        raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
+    compact_hidden = hidden[acc_global.reshape(-1)]
+    chain_loc_2d = verify_loc_2d[:, :block].contiguous()
+    worker._append_target_hidden_to_draft_kv_by_loc(
+        target_hidden=compact_hidden,
+        cache_loc=chain_loc_2d.reshape(-1),
+        cache_loc_2d=chain_loc_2d,
+        positions=positions_2d.reshape(-1),
+        commit_lens=commit_lens,
+    )
+    logits_output.hidden_states = None
+
+    worker._ddtree_steps += 1
+    if worker._ddtree_steps == 1 or worker._ddtree_steps % _LOG_EVERY_STEPS == 0:
+        if worker.ps.tp_rank == 0:
+            logger.info(
+                "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
+                "max_depth=%d accepted_drafts_mean=%.3f",
+                worker._ddtree_steps,
+                bs,
+                len(host_trees[0]) if host_trees else 0,
+                n,
+                config.topk,
+                max(max(t.depths) for t in host_trees) if host_trees else 0,
+                float(accept_drafts.float().mean().item()),
+            )
+
+    next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
+    return GenerationBatchResult(
+        logits_output=logits_output,
+        next_token_ids=out_tokens.reshape(-1),
+        accept_lens=commit_lens,
+        can_run_cuda_graph=target_out.can_run_cuda_graph,
+        next_draft_input=next_draft_input,
+        speculative_num_draft_tokens=block,
+        new_seq_lens=new_seq_lens,
+    )
+
+
+def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
+    """Called from DFlashWorkerV2.__init__: the tree config for DDTREE, None for plain DFLASH."""
+    if (server_args.speculative_algorithm or "").upper() != "DDTREE":
+        return None
+    config = ddtree_utils.resolve_ddtree_config(int(worker.block_size))
+    worker._ddtree_steps = 0
+    if worker.ps.tp_rank == 0:
+        logger.info(ddtree_utils.format_budget_log(config))
+    return config
