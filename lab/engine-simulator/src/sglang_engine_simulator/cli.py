@@ -12,7 +12,8 @@ import sys
 import time
 from decimal import Decimal
 
-from sglang_engine_simulator import tracebacks
+from sglang_engine_simulator import config_file, tracebacks
+from sglang_engine_simulator.config_file import ConfigError
 from sglang_engine_simulator.log import log, raw
 
 FAULTS = (
@@ -268,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     except EnvError as exc:
         raw(f"sglang-engine-simulator: error: {exc}")
         return 2
+    try:  # --config <file>.yaml: flags kept out of the command line (the API key)
+        argv = config_file.merge(sys.argv[1:] if argv is None else argv)
+    except (ConfigError, OSError) as exc:
+        raw(tracebacks.value_error(str(exc)))
+        return 1
     args = build_parser().parse_args(argv)  # exits 2 on unknown flags and bad values, like sglang
 
     deadline = start + settings.fault_after_s if settings.fault in START_FAULTS else None
