@@ -1,17 +1,14 @@
-"""The sglang_service unit template renders only flags real sglang 0.5.23 accepts.
+"""Render the sglang_service unit template the way Ansible does, and read its ExecStart back.
 
-The template is rendered with Ansible's own templating (the role's defaults and vars, every
-optional flag switched on), the ExecStart flags are read back, and each is checked against the
-flags parsed from the real sglang source tree (tests/support/sglang_flags.py).
+Shared by tests/unit/test_unit_template.py (how the unit renders) and
+tests/contract/test_unit_template_real_flags.py (its flags against the real sglang source).
 """
 
 import pathlib
 import shlex
 
-import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from support.sglang_flags import unknown_flags
 
 ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
 
@@ -70,49 +67,3 @@ def exec_start(unit: str) -> list[str]:
 
 def flags_of(argv: list[str]) -> list[str]:
     return [arg for arg in argv if arg.startswith("--")]
-
-
-@pytest.mark.parametrize(
-    ("launch_style", "entrypoint", "program"),
-    [
-        ("serve", "serve", ["/opt/sglang/current/venv/bin/sglang", "serve"]),
-        ("launch_server", "launch_server", ["/opt/sglang/current/venv/bin/python", "-m", "sglang.launch_server"]),
-    ],
-)
-def test_unit_template_renders_only_real_sglang_flags(sglang_source_tree, launch_style, entrypoint, program):
-    argv = exec_start(render_unit(launch_style))
-    assert argv[: len(program)] == program
-    flags = flags_of(argv)
-    # every optional flag is really on, so the check covers the whole template
-    for expected in (
-        "--served-model-name",
-        "--attention-backend",
-        "--trust-remote-code",
-        "--api-key",
-        "--context-length",
-        "--disable-cuda-graph",
-        "--speculative-dflash-block-size",
-        "--speculative-num-draft-tokens",
-        "--enable-metrics",
-    ):
-        assert expected in flags
-    assert unknown_flags(flags, sglang_source_tree, entrypoint) == []
-
-
-def test_a_flag_sglang_lacks_is_reported(sglang_source_tree):
-    argv = exec_start(render_unit("serve", sglang_service_extra_flags=["--no-such-sglang-flag"]))
-    assert unknown_flags(flags_of(argv), sglang_source_tree, "serve") == ["--no-such-sglang-flag"]
-
-
-def test_api_key_is_referenced_never_rendered():
-    unit = render_unit("serve")
-    assert "not-a-real-key" not in unit
-    assert "--api-key ${SGLANG_API_KEY}" in unit
-
-
-def test_unit_starts_with_the_managed_header_and_keeps_one_directive_per_line():
-    lines = render_unit("serve").splitlines()
-    assert lines[0] == "#" and lines[1] == "# Ansible managed"
-    directives = [line for line in lines if "=" in line and not line.startswith(("#", " "))]
-    assert all(line.count("=") >= 1 and not line.startswith("=") for line in directives)
-    assert len([line for line in directives if line.startswith("ExecStart=")]) == 1

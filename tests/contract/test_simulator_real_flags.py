@@ -1,4 +1,6 @@
-"""The simulator's flags are real sglang 0.5.23 flags, and the flag check catches ones that are not."""
+"""Contract: the simulator's flags are real sglang 0.5.23 flags, and the flag check catches ones that are not."""
+
+import json
 
 import pytest
 from sglang_engine_simulator.cli import accepted_flags, build_parser
@@ -11,6 +13,17 @@ DEPLOY_FLAGS = [
     "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-draft-tokens",
     "--speculative-dflash-block-size", "--api-key", "--trust-remote-code",
 ]  # fmt: skip
+
+
+@pytest.fixture
+def model_dirs(tmp_path) -> dict:
+    """Target and draft model directories with a config.json each, as the simulator reads them."""
+    dirs = {"target": tmp_path / "Qwen3.6-27B", "draft": tmp_path / "Qwen3.6-27B-DFlash"}
+    for name, path in dirs.items():
+        path.mkdir()
+        arch = "DFlashDraftModel" if name == "draft" else "Qwen3NextForCausalLM"
+        (path / "config.json").write_text(json.dumps({"architectures": [arch], "model_type": "qwen3_next"}))
+    return {name: str(path) for name, path in dirs.items()}
 
 
 def test_every_flag_the_simulator_accepts_exists_in_sglang_0_5_23(sglang_source_tree):

@@ -1,0 +1,43 @@
+"""The unit tier runs with no network: a connection to anything but this machine fails the test.
+
+Tests that need the real sglang source (downloaded by scripts/fetch-sglang) belong in tests/contract/;
+the `sglang_source_tree` fixture exists only there.
+"""
+
+import ipaddress
+import socket
+
+import pytest
+
+
+class NetworkUsedInUnitTest(AssertionError):
+    pass
+
+
+def _is_local(family, address):
+    if family == getattr(socket, "AF_UNIX", object()):
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Refuse connections to non-loopback addresses for the duration of every unit test."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guard(real):
+        def connect(self, address):
+            if not _is_local(self.family, address):
+                raise NetworkUsedInUnitTest(f"unit test tried to reach {address!r}; move it to tests/contract/")
+            return real(self, address)
+
+        return connect
+
+    monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
