@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, specdec.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""DDTree on a real GPU: the ddtree patch set's kernels, losslessness, accept length and budget.
+
+Runs on the device machine against a venv where sglang 0.5.17 has the ddtree-0.5.17 patch set
+applied (tests/device/run-h200 builds it through Ansible; or pass --apply-patchset). Stdlib only in
+this process; the GPU work runs in the venv's python.
+
+  ddtree_check.py --python VENV/bin/python --target T --draft D --out DIR [--block 4]
+                  [--budgets 16,8] [--prompts 8] [--tokens 64] [--apply-patchset patchsets/ddtree-0.5.17]
+
+Steps (each result in DIR/ddtree-check.json, a summary in DIR/ddtree-summary.txt, server logs in DIR):
+ 1. kernels: random trees from the installed ddtree_utils; sgl_kernel.reconstruct_indices_from_tree_mask
+    gives the same positions / first-child / next-sibling links as ddtree_utils, and
+    sgl_kernel.verify_tree_greedy accepts the same path and bonus as ddtree_utils.verify_greedy.
+ 2. servers, one after another, same prompts at temperature 0: the target alone, DFLASH, and DDTREE
+    once per budget (SGLANG_DDTREE_BUDGET). All requests of a server are sent at once (batch > 1).
+ 3. checks: DDTREE output_ids == the target's (a divergence passes only at a near-tie: the target's
+    own top-2 log-probabilities at that token within --tie-gap); DDTREE mean accept length >= DFLASH's;
+    spec_verify_ct > 0; the tree size logged by every DDTREE verify step equals its budget.
+Exit status: 0 when every check passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+KERNEL_CHECK = r"""
+import json, random, sys
+import torch
+from sgl_kernel import reconstruct_indices_from_tree_mask, verify_tree_greedy
+from sglang.srt.speculative import ddtree_utils as du
+
+rng = random.Random(int(sys.argv[1]))
+dev = "cuda"
+report = {"trees": 0, "link_mismatches": 0, "verify_mismatches": 0, "examples": []}
+for trial in range(40):
+    bs, block, topk = rng.randint(1, 4), rng.randint(2, 6), rng.randint(1, 4)
+    budget = min(rng.randint(block, 24), du.tree_capacity(block, topk))
+    trees, prefix = [], []
+    for b in range(bs):
+        lps = [sorted((-rng.random() * 5 for _ in range(topk)), reverse=True) for _ in range(block - 1)]
+        toks = [rng.sample(range(50), topk) for _ in range(block - 1)]
+        trees.append(du.build_tree(rng.randrange(50), lps, toks, budget))
+        prefix.append(rng.randint(1, 300))
+    n = budget
+    mask = torch.tensor([du.ancestor_mask(t.parents) for t in trees], dtype=torch.bool, device=dev).reshape(-1)
+    seq_lens = torch.tensor(prefix, dtype=torch.int64, device=dev)
+    positions = torch.empty(bs * n, dtype=torch.int64, device=dev)
+    r_index = torch.empty((bs, n), dtype=torch.int64, device=dev)
+    r_next = torch.empty((bs, n), dtype=torch.int64, device=dev)
+    r_sib = torch.empty((bs, n), dtype=torch.int64, device=dev)
+    reconstruct_indices_from_tree_mask(mask, seq_lens, positions, r_index, r_next, r_sib, bs, n)
+    want_pos, want_next, want_sib = [], [], []
+    for b, t in enumerate(trees):
+        fc, ns = du.retrieve_links(t.parents)
+        want_pos += du.positions(t.depths, prefix[b]); want_next += fc; want_sib += ns
+    got = (positions.tolist(), sum(r_next.tolist(), []), sum(r_sib.tolist(), []))
+    if got != (want_pos, want_next, want_sib):
+        report["link_mismatches"] += 1
+        if len(report["examples"]) < 3:
+            want = [want_pos, want_next, want_sib]
+            report["examples"].append({"parents": [t.parents for t in trees], "got": got, "want": want})
+    # Target predictions: follow a random tree child half of the time, else a random token.
+    predict = []
+    for t in trees:
+        fc, ns = du.retrieve_links(t.parents)
+        row = []
+        for i in range(n):
+            kids = [c for c in range(n) if t.parents[c] == i]
+            row.append(t.tokens[rng.choice(kids)] if kids and rng.random() < 0.6 else rng.randrange(60))
+        predict.append(row)
+    cand = torch.tensor([t.tokens for t in trees], dtype=torch.int64, device=dev)
+    tp = torch.tensor(predict, dtype=torch.int64, device=dev)
+    links = [du.retrieve_links(t.parents) for t in trees]
+    nt = torch.tensor([l[0] for l in links], dtype=torch.int64, device=dev)
+    sb = torch.tensor([l[1] for l in links], dtype=torch.int64, device=dev)
+    ri = torch.arange(bs * n, dtype=torch.int64, device=dev).view(bs, n)
+    predicts = torch.zeros(bs * n, dtype=torch.int32, device=dev)
+    acc_index = torch.full((bs, block), -1, dtype=torch.int32, device=dev)
+    acc_num = torch.zeros(bs, dtype=torch.int32, device=dev)
+    verify_tree_greedy(predicts=predicts, accept_index=acc_index, accept_token_num=acc_num, candidates=cand,
+                       retrive_index=ri, retrive_next_token=nt, retrive_next_sibling=sb, target_predict=tp)
+    for b, t in enumerate(trees):
+        path, bonus = du.verify_greedy(t.tokens, t.parents, predict[b])
+        k = int(acc_num[b])
+        got_path = [int(x) - b * n for x in acc_index[b, : k + 1].tolist()]
+        got_bonus = int(predicts[b * n + got_path[-1]])
+        if got_path != path or got_bonus != bonus:
+            report["verify_mismatches"] += 1
+            if len(report["examples"]) < 6:
+                report["examples"].append({"tokens": t.tokens, "parents": t.parents, "predict": predict[b],
+                                           "kernel": [got_path, got_bonus], "reference": [path, bonus]})
+    report["trees"] += bs
+print(json.dumps(report))
+"""
+
+
+def log(msg):
+    print("[ddtree-check] %s" % msg, flush=True)
+
+
+def http_json(url, payload=None, timeout=120):
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read().decode() or "null")
+
+
+def site_packages(python):
+    code = (
+        "import importlib.util, os; s = importlib.util.find_spec('sglang');"
+        "print(os.path.dirname(list(s.submodule_search_locations)[0]))"
+    )
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def apply_patchset(python, set_dir, out):
+    sys.path.insert(0, str(REPO / "collections"))
+    from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps  # noqa: PLC0415
+
+    site = site_packages(python)
+    manifest = ps.load_manifest(set_dir)
+    result = ps.apply(set_dir, site, str(out / "patch-backups"), manifest, python)
+    log("patch set %s on %s: changed=%s" % (manifest["name"], site, result["changed"]))
+    return {"site_packages": site, "changed": result["changed"]}
+
+
+class Server:
+    def __init__(self, name, python, args, *, env, port, out):
+        self.name, self.port = name, port
+        self.log_path = out / ("server-%s.log" % name)
+        self.url = "http://127.0.0.1:%d" % port
+        cmd = [python, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(port), *args]
+        self.cmd = cmd
+        self.fh = open(self.log_path, "wb")
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def wait_ready(self, timeout):
+        while time.monotonic() - self.start < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    "%s exited with %s before ready (see %s)" % (self.name, self.proc.returncode, self.log_path)
+                )
+            try:
+                http_json(self.url + "/model_info", timeout=5)
+                return time.monotonic() - self.start
+            except (urllib.error.URLError, OSError, ValueError):
+                time.sleep(1)
+        raise RuntimeError("%s not ready in %ss" % (self.name, timeout))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.fh.close()
+
+
+def run_prompts(server, prompts, tokens, logprobs):
+    def one(ids):
+        payload = {
+            "input_ids": ids,
+            "sampling_params": {"temperature": 0, "max_new_tokens": tokens, "ignore_eos": True},
+        }
+        if logprobs:
+            payload.update({"return_logprob": True, "top_logprobs_num": 2})
+        return http_json(server.url + "/generate", payload, timeout=300)
+
+    # Warm-up request (first-use JIT), then all prompts at once so the verify batch is > 1.
+    one(prompts[0])
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+        answers = list(pool.map(one, prompts))
+    wall = time.monotonic() - start
+    rows = []
+    for ans in answers:
+        meta = ans.get("meta_info", {})
+        ids = ans.get("output_ids")
+        if ids is None and meta.get("output_token_logprobs"):
+            ids = [t[1] for t in meta["output_token_logprobs"]]
+        row = {
+            "output_ids": ids,
+            "completion_tokens": meta.get("completion_tokens"),
+            "spec_verify_ct": meta.get("spec_verify_ct"),
+            "spec_accept_length": meta.get("spec_accept_length"),
+        }
+        if logprobs:
+            row["top2"] = [[t[0] for t in (pos or [])[:2]] for pos in meta.get("output_top_logprobs", [])]
+        rows.append(row)
+    total = sum(r["completion_tokens"] or 0 for r in rows)
+    return {"rows": rows, "wall_s": round(wall, 3), "tokens_per_s": round(total / wall, 1) if wall else None}
+
+
+def first_divergence(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def lossless(name, rows, ref_rows, tie_gap):
+    out = {"identical": 0, "near_tie": 0, "bugs": 0, "divergences": []}
+    for i, (r, ref) in enumerate(zip(rows, ref_rows)):
+        k = first_divergence(r["output_ids"], ref["output_ids"])
+        if k is None:
+            out["identical"] += 1
+            continue
+        top2 = ref["top2"][k] if k < len(ref.get("top2", [])) else []
+        gap = (top2[0] - top2[1]) if len(top2) == 2 else None
+        tie = gap is not None and gap <= tie_gap
+        out["near_tie" if tie else "bugs"] += 1
+        out["divergences"].append({"prompt": i, "index": k, "target_top2_gap": gap, "near_tie": tie})
+    out["pass"] = out["bugs"] == 0
+    log(
+        "%s vs target: %d identical, %d near-tie, %d NOT near-tie"
+        % (name, out["identical"], out["near_tie"], out["bugs"])
+    )
+    return out
+
+
+def mean_accept(rows):
+    vals = [r["spec_accept_length"] for r in rows if r.get("spec_accept_length") is not None]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
+def budget_lines(log_path):
+    text = log_path.read_text(errors="replace")
+    start = re.findall(r"DDTREE draft tree: block_size=(\d+) budget=(\d+) \(requested (\d+)", text)
+    steps = [int(m) for m in re.findall(r"DDTREE verify step \d+: bs=\d+ tree_nodes_per_request=(\d+)", text)]
+    return {"startup": [list(map(int, s)) for s in start], "step_tree_nodes": steps}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python", required=True, help="the venv's python (sglang 0.5.17 with the ddtree set)")
+    p.add_argument("--target", required=True)
+    p.add_argument("--draft", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--block", type=int, default=4, help="DFlash block size B (--speculative-num-draft-tokens)")
+    p.add_argument("--budgets", default="16,8", help="SGLANG_DDTREE_BUDGET values, one DDTREE server each")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--vocab", type=int, default=4096, help="prompt token ids are drawn below this")
+    p.add_argument("--tie-gap", type=float, default=0.02, help="max target top-2 logprob gap of a near-tie")
+    p.add_argument("--port", type=int, default=31300)
+    p.add_argument("--ready-timeout", type=int, default=300)
+    p.add_argument("--apply-patchset", help="apply this patch set to the venv first (else it must be applied)")
+    p.add_argument("--skip-kernels", action="store_true")
+    p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
+    args = p.parse_args(argv)
+
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"args": vars(args), "checks": {}}
+    t0 = time.monotonic()
+    if args.apply_patchset:
+        result["patchset"] = apply_patchset(args.python, args.apply_patchset, out)
+
+    if not args.skip_kernels:
+        proc = subprocess.run([args.python, "-c", KERNEL_CHECK, "7"], capture_output=True, text=True, check=False)
+        (out / "kernel-check.log").write_text(proc.stdout + proc.stderr)
+        kern = (
+            json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {"error": proc.stderr[-2000:]}
+        )
+        kern["pass"] = proc.returncode == 0 and kern.get("link_mismatches") == 0 and kern.get("verify_mismatches") == 0
+        result["checks"]["kernels"] = kern
+        log("kernels: %s" % {k: v for k, v in kern.items() if k != "examples"})
+
+    rng = random.Random(20261130)
+    prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+    common = [
+        "--model-path", args.target, "--dtype", "bfloat16", "--attention-backend", "triton",
+        "--sampling-backend", "pytorch", "--grammar-backend", "none", "--mem-fraction-static", "0.2",
+        "--context-length", "2048", "--max-running-requests", str(max(8, args.prompts)), "--disable-cuda-graph",
+        *args.extra_flag,
+    ]  # fmt: skip
+    spec = [
+        "--speculative-draft-model-path", args.draft, "--speculative-num-draft-tokens", str(args.block),
+        "--speculative-draft-attention-backend", "triton",
+    ]  # fmt: skip
+    base_env = dict(os.environ, HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1")
+    base_env.pop("SGLANG_DDTREE_BUDGET", None)
+    runs = [("target", common, {}, True), ("dflash", [*common, "--speculative-algorithm", "DFLASH", *spec], {}, False)]
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    for b in budgets:
+        runs.append(
+            (
+                "ddtree-n%d" % b,
+                [*common, "--speculative-algorithm", "DDTREE", *spec],
+                {"SGLANG_DDTREE_BUDGET": str(b)},
+                False,
+            )
+        )
+
+    results = {}
+    for i, (name, flags, extra_env, want_logprobs) in enumerate(runs):
+        server = Server(name, args.python, flags, env=dict(base_env, **extra_env), port=args.port + i, out=out)
+        try:
+            ready = server.wait_ready(args.ready_timeout)
+            log("%s ready in %.1fs" % (name, ready))
+            res = run_prompts(server, prompts, args.tokens, want_logprobs)
+            res["ready_s"] = round(ready, 1)
+            res["mean_accept_length"] = mean_accept(res["rows"])
+            results[name] = res
+            log("%s: %.1f tok/s, mean accept length %s" % (name, res["tokens_per_s"] or 0, res["mean_accept_length"]))
+        except Exception as exc:
+            results[name] = {"error": str(exc)}
+            log("%s FAILED: %s" % (name, exc))
+        finally:
+            server.stop()
+        if name.startswith("ddtree"):
+            results[name]["budget_log"] = budget_lines(server.log_path)
+    result["runs"] = results
+
+    checks = result["checks"]
+    ref = results.get("target", {}).get("rows")
+    for name, res in results.items():
+        if name == "target" or "rows" not in res or ref is None:
+            continue
+        checks["lossless_%s" % name] = lossless(name, res["rows"], ref, args.tie_gap)
+        verify_ct = [r["spec_verify_ct"] or 0 for r in res["rows"]]
+        checks["spec_verify_ct_%s" % name] = {"min": min(verify_ct), "pass": min(verify_ct) > 0}
+    dflash_acc = results.get("dflash", {}).get("mean_accept_length")
+    for b in budgets:
+        name = "ddtree-n%d" % b
+        res = results.get(name, {})
+        acc = res.get("mean_accept_length")
+        checks["accept_%s_ge_dflash" % name] = {
+            "ddtree": acc,
+            "dflash": dflash_acc,
+            "pass": acc is not None and dflash_acc is not None and acc >= dflash_acc - 1e-6,
+        }
+        bl = res.get("budget_log", {"startup": [], "step_tree_nodes": []})
+        checks["budget_%s" % name] = {
+            "startup": bl["startup"],
+            "step_tree_nodes": sorted(set(bl["step_tree_nodes"])),
+            "pass": bool(bl["step_tree_nodes"])
+            and set(bl["step_tree_nodes"]) == {b}
+            and any(s[1] == b for s in bl["startup"]),
+        }
+    for name in [r[0] for r in runs]:
+        if "error" in results.get(name, {}):
+            checks["run_%s" % name] = {"pass": False, "error": results[name]["error"]}
+    result["pass"] = bool(checks) and all(c.get("pass") for c in checks.values())
+    result["wall_s"] = round(time.monotonic() - t0, 1)
+    (out / "ddtree-check.json").write_text(json.dumps(result, indent=1))
+    lines = ["%s %s" % ("PASS" if c.get("pass") else "FAIL", k) for k, c in checks.items()]
+    for name, res in results.items():
+        if "rows" in res:
+            lines.append(
+                "%s: ready %.1fs, %s tok/s, mean accept length %s"
+                % (name, res["ready_s"], res["tokens_per_s"], res["mean_accept_length"])
+            )
+    lines.append("overall %s in %.1fs" % ("PASS" if result["pass"] else "FAIL", result["wall_s"]))
+    (out / "ddtree-summary.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if result["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
