@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
@@ -85,20 +84,6 @@ def test_no_private_or_public_address_is_named_in_the_repository():
             if addr.is_private or addr.is_global:
                 offenders.append(f"{name}: {addr}")
     assert not offenders, offenders
-
-
-def test_awx_survey_variables_are_known_variables():
-    data = yaml.safe_load((REPO / "awx/templates.yml").read_text())
-    declared = set()
-    for spec in (REPO / "roles").glob("*/meta/argument_specs.yml"):
-        for entry in yaml.safe_load(spec.read_text())["argument_specs"].values():
-            declared.update(entry.get("options", {}))
-    play_level = {"sglang_deploy_serial", "sglang_deploy_max_fail_percentage", "sglang_rollback_release"}
-    for template in data["specdec_awx_job_templates"]:
-        assert (REPO / template["playbook"]).is_file(), template["playbook"]
-        for question in template["survey"]:
-            assert question["variable"] in declared | play_level, question["variable"]
-            assert question["type"] in {"text", "integer", "float", "multiplechoice", "multiselect", "password"}
 
 
 def test_variables_reference_matches_the_argument_specs():
