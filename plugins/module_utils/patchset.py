@@ -44,6 +44,8 @@ import stat
 import subprocess
 import tempfile
 
+from ansible_collections.specdec.sglang.plugins.module_utils import patchset_verify
+from ansible_collections.specdec.sglang.plugins.module_utils.host_program import source_of
 from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import DiffError
 from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import apply as apply_diff
 from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import parse as parse_diff
@@ -564,80 +566,10 @@ def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_run
 
 # --------------------------------------------------------------------------- verify
 
-# Runs inside the venv's python: compiles the touched files, then either imports the modules and
-# resolves the defines (import mode) or finds the defines in the modules' syntax trees (compile mode).
-VERIFY_SCRIPT = r"""
-import ast, importlib, json, os, sys
-cfg = json.loads(sys.argv[1])
-res = {"mode": cfg["mode"], "compiled": [], "imported": [], "defines": [], "errors": []}
-for path in cfg["compile"]:
-    try:
-        with open(path, "rb") as fh:
-            compile(fh.read(), path, "exec", dont_inherit=True)
-        res["compiled"].append(path)
-    except SyntaxError as exc:
-        res["errors"].append("%s: %s: %s (line %s)" % (path, type(exc).__name__, exc.msg, exc.lineno))
-def module_file(name):
-    base = os.path.join(cfg["site_packages"], *name.split("."))
-    for cand in (base + ".py", os.path.join(base, "__init__.py")):
-        if os.path.isfile(cand):
-            return cand
-    return None
-def ast_has(tree, parts):
-    body = tree.body
-    for i, part in enumerate(parts):
-        found = None
-        for node in body:
-            names = []
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                names = [node.name]
-            elif isinstance(node, ast.Assign):
-                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                names = [node.target.id]
-            if part in names:
-                found = node
-        if found is None:
-            return False
-        body = getattr(found, "body", [])
-    return True
-if cfg["mode"] == "import":
-    if cfg["site_packages"] not in sys.path:
-        sys.path.insert(0, cfg["site_packages"])
-    for name in cfg["imports"]:
-        try:
-            importlib.import_module(name)
-            res["imported"].append(name)
-        except BaseException as exc:
-            res["errors"].append("import %s: %s: %s" % (name, type(exc).__name__, exc))
-    for define in cfg["defines"]:
-        mod, attrs = define.split(":", 1)
-        try:
-            obj = importlib.import_module(mod)
-            for attr in attrs.split("."):
-                obj = getattr(obj, attr)
-            res["defines"].append(define)
-        except BaseException as exc:
-            res["errors"].append("%s: %s: %s" % (define, type(exc).__name__, exc))
-else:
-    for define in cfg["defines"]:
-        mod, attrs = define.split(":", 1)
-        path = module_file(mod)
-        if path is None:
-            res["errors"].append("%s: module %s not found under %s" % (define, mod, cfg["site_packages"]))
-            continue
-        try:
-            with open(path, "rb") as fh:
-                tree = ast.parse(fh.read(), path)
-        except SyntaxError as exc:
-            res["errors"].append("%s: %s does not parse: %s" % (define, path, exc.msg))
-            continue
-        if ast_has(tree, attrs.split(".")):
-            res["defines"].append(define)
-        else:
-            res["errors"].append("%s: not defined in %s" % (define, path))
-print(json.dumps(res))
-"""
+# Runs inside the venv's python (a real module, patchset_verify.py): compiles the touched files, then
+# either imports the modules and resolves the defines (import mode) or finds the defines in the modules'
+# syntax trees (compile mode).
+VERIFY_SCRIPT = source_of(patchset_verify)
 
 DETECT_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 SITE_PACKAGES = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
