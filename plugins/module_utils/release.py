@@ -1,0 +1,438 @@
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The decisions of a deploy, in one place: the release record, restart, ladder, outcome, rollback, report.
+
+The service role sequences systemd steps; every decision between them is a function here,
+called through the ``specdec.sglang.sglang_release`` module:
+
+- the release record (``<root>/state/last_good/deploy.json``): a versioned schema, read with
+  migration from older formats (``read_record``) and written in the current one (``dump_record``);
+- the restart decision (``restart_decision``);
+- the envelope ladder: the first envelope (``first_envelope_index``) and, after a failed
+  attempt, the next one from the failure class (``judge_attempt``);
+- the outcome of an attempt and the rollback target (``rollback_target``, ``choose_release``);
+- pruning (``prune``);
+- the success and failure reports (``success_report``, ``failure_report``) and their text.
+
+Pure functions: no file, clock or process access (the module injects those). Stdlib only:
+this runs on the target host.
+"""
+
+from __future__ import annotations
+
+import json
+
+SCHEMA_VERSION = 2
+RECORD_NAME = "deploy.json"
+
+# Fields of the current record schema, with the value a migrated older record gets.
+RECORD_DEFAULTS = {
+    "schema": SCHEMA_VERSION,
+    "release_id": "",
+    "previous_release_id": "",
+    "unit": "",
+    "envelope": "",
+    "ladder": [],
+    "envelopes": {},
+    "base_url": "",
+    "speculative_algorithm": "",
+    "served_model_name": "",
+    "recorded_at": None,
+    "settle": {},
+}
+
+OUTCOMES = ("ready", "next_envelope", "failed")
+
+
+class RecordError(ValueError):
+    """The release record cannot be read: the message names what is wrong and what to do."""
+
+
+# -- the release record ---------------------------------------------------------------------
+def _migrate_v1(data):
+    """Schema 1 (no ``schema`` key, written before 0.3): the same fields, fewer of them."""
+    record = dict(RECORD_DEFAULTS)
+    record.update({key: data[key] for key in RECORD_DEFAULTS if key in data and key != "schema"})
+    record["schema"] = SCHEMA_VERSION
+    return record
+
+
+MIGRATIONS = {1: _migrate_v1}
+
+
+def migrate(data, path=RECORD_NAME):
+    """A parsed record of any known schema -> the current schema (a new dict)."""
+    if not isinstance(data, dict):
+        raise RecordError("%s: expected a JSON object, found %s" % (path, type(data).__name__))
+    version = data.get("schema", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RecordError("%s: expected an integer schema, found %r" % (path, version))
+    if version > SCHEMA_VERSION:
+        raise RecordError(
+            "%s: schema %d is newer than this collection reads (%d): deploy with the collection that wrote it"
+            % (path, version, SCHEMA_VERSION)
+        )
+    if version < SCHEMA_VERSION:
+        if version not in MIGRATIONS:
+            raise RecordError("%s: schema %d is unknown (known: 1-%d)" % (path, version, SCHEMA_VERSION))
+        data = MIGRATIONS[version](data)
+    record = dict(RECORD_DEFAULTS)
+    record.update(data)
+    if not isinstance(record["release_id"], str) or not record["release_id"]:
+        raise RecordError("%s: expected a non-empty release_id, found %r" % (path, record["release_id"]))
+    for key in ("ladder", "envelopes", "settle"):
+        expected = list if key == "ladder" else dict
+        if not isinstance(record[key], expected):
+            raise RecordError("%s: expected %s to be a %s" % (path, key, expected.__name__))
+    return record
+
+
+def read_record(text, path=RECORD_NAME):
+    """The record file's text (None: no file) -> the record in the current schema, or None."""
+    if text is None or not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise RecordError(
+            "%s is not JSON (%s): restore it from a backup, or remove it to deploy as a first deploy "
+            "(no rollback target)" % (path, exc)
+        ) from None
+    return migrate(data, path)
+
+
+def dump_record(record):
+    """The record as the file's text (current schema, stable key order)."""
+    return json.dumps(migrate(record), indent=2, sort_keys=True) + "\n"
+
+
+def ladder_envelopes(ladder, envelopes):
+    """The settings of each envelope of the ladder, by name (what the record keeps)."""
+    return {name: envelopes[name] for name in ladder}
+
+
+def new_record(previous, *, release_id, envelope, ladder, envelopes, recorded_at, settle=None, **fields):
+    """The record of a release that just proved good, following ``previous`` (a record or None).
+
+    ``previous_release_id`` is the good release before this one: the rollback target. A redeploy
+    of the same release keeps the one recorded before.
+    """
+    before = (previous or {}).get("release_id", "")
+    record = dict(RECORD_DEFAULTS)
+    record.update(fields)
+    record.update(
+        release_id=release_id,
+        previous_release_id=before
+        if before not in ("", release_id)
+        else (previous or {}).get("previous_release_id", ""),
+        envelope=envelope,
+        ladder=list(ladder),
+        envelopes=ladder_envelopes(ladder, envelopes),
+        recorded_at=recorded_at,
+        settle=settle or {},
+    )
+    return record
+
+
+# -- the restart decision and the first envelope ---------------------------------------------
+def first_envelope_index(record, *, release_id, ladder, envelopes):
+    """Where the ladder starts: the recorded envelope when the release and the ladder are unchanged.
+
+    So a second deploy of the same inputs renders the same unit and restarts nothing; anything
+    else starts at the head of the ladder.
+    """
+    if not record or record["release_id"] != release_id or record["ladder"] != list(ladder):
+        return 0
+    if record["envelope"] not in ladder or record["envelopes"] != ladder_envelopes(ladder, envelopes):
+        return 0
+    return list(ladder).index(record["envelope"])
+
+
+def restart_decision(record, *, release_id, requested, active_state, current_release, sha256):
+    """(restart?, reasons). ``sha256``: unit, env, config, good_unit, good_env, good_config ('' = absent).
+
+    The service is left running only when it is active and runs exactly the recorded good deploy:
+    same release, and unit, environment and config files equal to the good copies.
+    """
+    reasons = []
+    if requested:
+        reasons.append("configuration changed")
+    if active_state != "active":
+        reasons.append("service is %s" % (active_state or "unknown"))
+    if current_release != release_id:
+        reasons.append("current is %s" % (current_release or "unset"))
+    if not record or record["release_id"] != release_id:
+        reasons.append("release %s is not the recorded good release" % release_id)
+    for name in ("unit", "env", "config"):
+        live, good = sha256.get(name, ""), sha256.get("good_" + name, "")
+        if live != good or (name == "unit" and not good):
+            reasons.append("%s file differs from the last good copy" % name)
+    return bool(reasons), reasons
+
+
+# -- one attempt of the ladder ---------------------------------------------------------------
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def judge_attempt(
+    readiness, *, envelope, ladder, settings, ladder_classes, restarted, check_mode=False, start_to_verdict_s=None
+):
+    """(attempt, outcome) from one readiness result.
+
+    Outcome ``ready``; ``next_envelope`` when the class the log points at (``cause_class``) is a
+    memory class of ``ladder_classes`` and a smaller envelope is left; otherwise ``failed``.
+    """
+    readiness = readiness or {}
+    ready = bool(readiness.get("ready")) or (check_mode and not readiness.get("failed"))
+    failure_class = readiness.get("failure_class") or "module_error"
+    cause_class = readiness.get("cause_class") or failure_class
+    attempt = {
+        "envelope": envelope,
+        "settings": settings,
+        "restarted": bool(restarted),
+        "ready": ready,
+        "phase": readiness.get("failed_in_phase") or readiness.get("phase") or "",
+        "failure_class": "" if ready else failure_class,
+        "cause_class": "" if ready else cause_class,
+        "exception_line": _text(readiness.get("exception_line")),
+        "reason": _text(readiness.get("reason") or readiness.get("msg")),
+        "hint": _text(readiness.get("hint")),
+        "elapsed_s": readiness.get("elapsed_s"),
+        "time_to_ready_s": readiness.get("time_to_ready_s"),
+        "settle": readiness.get("settle") or {},
+        "start_to_verdict_s": start_to_verdict_s if restarted else None,
+    }
+    if ready:
+        return attempt, "ready"
+    last = envelope == list(ladder)[-1]
+    if cause_class in ladder_classes and not last:
+        return attempt, "next_envelope"
+    return attempt, "failed"
+
+
+def next_envelope(ladder, envelope):
+    """The envelope after ``envelope`` on the ladder (None at the end)."""
+    ladder = list(ladder)
+    index = ladder.index(envelope)
+    return ladder[index + 1] if index + 1 < len(ladder) else None
+
+
+# -- rollback ---------------------------------------------------------------------------------
+def rollback_target(record, *, available):
+    """After a failed switch: (the recorded good release to return to, or '', whether it is on disk).
+
+    The good release is the record's ``release_id``: what served before this deploy (for a
+    redeploy of the same release, that release with its recorded unit and files).
+    ``available``: the release ids on disk.
+    """
+    if not record:
+        return "", False
+    return record["release_id"], record["release_id"] in available
+
+
+def choose_release(record, *, requested, available):
+    """playbooks/rollback.yml: (target, error). ``requested`` '' means the record's previous release."""
+    serving = (record or {}).get("release_id", "")
+    target = requested or (record or {}).get("previous_release_id", "")
+    newest = ", ".join(available) or "none"
+    if not target:
+        return "", (
+            "no release to roll back to: the record names no previous good release (serving: %r). "
+            "Releases on disk, newest first: %s. Name one with -e sglang_rollback_release=<id>." % (serving, newest)
+        )
+    if target not in available:
+        return "", "release %r is not on disk. Releases on disk, newest first: %s." % (target, newest)
+    if target == serving and not requested:
+        return "", "release %r is already the one serving; name another with -e sglang_rollback_release=<id>." % target
+    return target, ""
+
+
+# -- pruning ----------------------------------------------------------------------------------
+def prune(releases, *, keep, protected):
+    """Release ids to remove: all but the newest ``keep`` (``releases``: (id, mtime)), never ``protected``."""
+    newest_first = [name for name, _ in sorted(releases, key=lambda item: item[1], reverse=True)]
+    return [name for name in newest_first[max(int(keep), 1) :] if name and name not in set(protected)]
+
+
+# -- reports ----------------------------------------------------------------------------------
+def _probe(readiness):
+    return (readiness or {}).get("probe") or {}
+
+
+def success_report(
+    readiness,
+    *,
+    host,
+    unit,
+    release_id,
+    previous_release_id,
+    attempts,
+    restarted,
+    versions,
+    envelope,
+    envelope_settings,
+    context,
+):
+    """The report of a deploy that serves. ``context``: gpus, tp_size, speculative_algorithm, base_url."""
+    readiness = readiness or {}
+    server = readiness.get("server") or {}
+    probe = _probe(readiness)
+    report = {
+        "host": host,
+        "ok": True,
+        "changed": bool(restarted) or len(attempts) > 1,
+        "unit": unit,
+        "release_id": release_id,
+        "previous_release_id": previous_release_id,
+        "versions": dict({"sglang": server.get("version") or "unknown"}, **(versions or {})),
+        "gpus": list(context.get("gpus") or []),
+        "tp_size": context.get("tp_size"),
+        "speculative_algorithm": server.get("speculative_algorithm") or context.get("speculative_algorithm"),
+        "envelope": envelope,
+        "envelope_settings": envelope_settings or {},
+        "attempts": list(attempts),
+        "base_url": context.get("base_url"),
+        "time_to_ready_s": readiness.get("time_to_ready_s"),
+        "probe_latency_s": probe.get("latency_s"),
+        "probe_tokens_per_s": probe.get("tokens_per_s"),
+        "probe_completion_tokens": probe.get("completion_tokens"),
+        "spec_accept_length": probe.get("spec_accept_length"),
+        "settle": readiness.get("settle") or {},
+    }
+    return report
+
+
+def success_summary(report):
+    """The operator's lines for a deploy that serves."""
+    gpus = ", ".join(report["gpus"]) or "none pinned"
+    failures = len(report["attempts"]) - 1
+    settle = report.get("settle") or {}
+    lines = [
+        "%s on %s serves release %s (%s)"
+        % (
+            report["unit"],
+            report["host"],
+            report["release_id"],
+            "restarted" if report["changed"] else "unchanged, not restarted",
+        ),
+        "versions: " + ", ".join("%s %s" % item for item in report["versions"].items()),
+        "GPUs: %s; tp %s; %s" % (gpus, report["tp_size"], report["speculative_algorithm"]),
+        "envelope: %s %s%s"
+        % (
+            report["envelope"],
+            json.dumps(report["envelope_settings"], sort_keys=True),
+            " after %d memory failure(s)" % failures if failures else "",
+        ),
+        "time to ready: %s s; probe: %s tokens in %s s (%s tokens/s); accept length %s"
+        % (
+            report["time_to_ready_s"],
+            report["probe_completion_tokens"],
+            report["probe_latency_s"],
+            report["probe_tokens_per_s"],
+            report["spec_accept_length"],
+        ),
+    ]
+    if settle:
+        lines.append(
+            "stable: up %s s after ready, invocation %s, %s restart(s), second probe %s"
+            % (
+                settle.get("stayed_up_s"),
+                settle.get("invocation_id") or "?",
+                settle.get("n_restarts"),
+                "ok" if (settle.get("second_probe") or {}).get("ok") else "not sent",
+            ),
+        )
+    return lines
+
+
+def rollback_state(rollback, *, target, unit):
+    """One line: where the rollback left the service."""
+    if not target:
+        return "no last good release: %s left stopped and disabled" % unit
+    if rollback is None:
+        return "last good release %s is not on disk: %s left stopped and disabled" % (target, unit)
+    if rollback.get("ready"):
+        probe = _probe(rollback)
+        return "release %s serves again (generation verified: %s tokens in %s s)" % (
+            target,
+            probe.get("completion_tokens", "?"),
+            probe.get("latency_s", "?"),
+        )
+    return "rollback to release %s FAILED: %s: %s" % (
+        target,
+        rollback.get("failure_class") or "",
+        rollback.get("reason") or rollback.get("msg") or "",
+    )
+
+
+def failure_report(readiness, *, host, unit, release_id, previous_release_id, attempts, target, rollback):
+    """The report of a deploy that did not serve, with where the rollback left the service.
+
+    ``rollback``: the readiness result of the rolled-back release, or None when none was started.
+    """
+    readiness = readiness or {}
+    last = attempts[-1] if attempts else {}
+    rolled = rollback or {}
+    return {
+        "host": host,
+        "ok": False,
+        "unit": unit,
+        "release_id": release_id,
+        "previous_release_id": previous_release_id,
+        "failure_class": last.get("failure_class", "module_error"),
+        "phase": last.get("phase", ""),
+        "cause_class": last.get("cause_class", ""),
+        "reason": _text(readiness.get("reason") or readiness.get("msg")),
+        "hint": _text(readiness.get("hint")),
+        "elapsed_s": readiness.get("elapsed_s"),
+        "exception_line": _text(readiness.get("exception_line")),
+        "traceback": _text(readiness.get("traceback")),
+        "journal_tail": _text(readiness.get("journal"))[-4000:],
+        "unit_state": readiness.get("unit") or {},
+        "settle": readiness.get("settle") or {},
+        "attempts": list(attempts),
+        "rollback": {
+            "attempted": rollback is not None,
+            "release_id": target,
+            "ready": bool(rolled.get("ready")),
+            "failure_class": rolled.get("failure_class") or "",
+            "reason": _text(rolled.get("reason") or rolled.get("msg")),
+            "time_to_ready_s": rolled.get("time_to_ready_s"),
+            "probe": _probe(rolled),
+            "settle": rolled.get("settle") or {},
+            "state": rollback_state(rollback, target=target, unit=unit),
+        },
+    }
+
+
+def failure_message(report):
+    """The failed task's message: class, cause, phase, timing, reason, hint, attempts, rollback, traceback."""
+    last = report["attempts"][-1] if report["attempts"] else {}
+    cause = report["cause_class"]
+    timing = last.get("start_to_verdict_s") or report["elapsed_s"]
+    lines = [
+        "sglang_service: release %s failed on %s: %s (%sphase %s, %s s after the start)"
+        % (
+            report["release_id"],
+            report["host"],
+            report["failure_class"],
+            "cause %s, " % cause if cause not in ("", report["failure_class"]) else "",
+            report["phase"],
+            timing,
+        ),
+        "reason: %s" % report["reason"],
+        "hint: %s" % report["hint"],
+        "attempts: %s" % ", ".join("%s: %s" % (a["envelope"], a["failure_class"]) for a in report["attempts"]),
+        "rollback: %s" % report["rollback"]["state"],
+    ]
+    if report["exception_line"]:
+        lines.append("exception: %s" % report["exception_line"])
+    if report["traceback"]:
+        lines += ["traceback:", report["traceback"]]
+    return "\n".join(lines)
+
+
+def without_attempts(report):
+    """The report for set_stats' per-host summary (attempts are published on their own)."""
+    return {key: value for key, value in report.items() if key != "attempts"}

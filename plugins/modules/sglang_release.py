@@ -1,0 +1,562 @@
+#!/usr/bin/python
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_release
+short_description: The decisions of an SGLang deploy, and the release record that remembers them
+version_added: 0.3.0
+author: specdec maintainers (@specdec)
+description:
+  - One owner for the release record C(<runtime_root>/state/last_good/deploy.json) and for every
+    decision of the service role between its systemd steps. Each O(step) is one decision.
+  - C(plan) reads the record (migrating older formats) and chooses the first envelope of the ladder.
+  - C(restart) reads the unit's state, where C(current) points and the checksums of the live and the last
+    good files, and says whether the service must restart. It fails when the release has no launcher.
+  - C(judge) turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
+  - C(rollback) restores the last good unit, environment and config files and points C(current) back at the
+    last good release, when it is still on disk.
+  - C(record) keeps copies of the files that proved good, writes the record and prunes old releases.
+  - C(report) builds the success or failure report, its text, and the per-host statistics.
+  - C(target) chooses the release C(playbooks/rollback.yml) returns to.
+  - The decisions are the pure functions of C(plugins/module_utils/release.py).
+options:
+  step:
+    description: The decision to make.
+    type: str
+    required: true
+    choices: [plan, restart, judge, rollback, record, report, target]
+  runtime_root:
+    description: The release tree (C(<root>/releases/<id>), C(<root>/current)).
+    type: path
+    default: /opt/sglang
+  state_dir:
+    description: Where the record and the last good files live. Default C(<runtime_root>/state/last_good).
+    type: path
+  unit:
+    description: The systemd unit, for example C(sglang.service).
+    type: str
+    default: sglang.service
+  release_id:
+    description: The release being deployed (steps C(plan), C(restart), C(judge), C(record), C(report)).
+    type: str
+    default: ""
+  ladder:
+    description: Envelope names, largest first.
+    type: list
+    elements: str
+    default: []
+  envelopes:
+    description: Envelope settings by name (each ladder name must be a key).
+    type: dict
+    default: {}
+  ladder_failure_classes:
+    description: Failure (cause) classes that move the ladder to the next envelope.
+    type: list
+    elements: str
+    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture]
+  files:
+    description:
+      - The live files of the deploy, by role (C(unit), C(env), C(config)), as paths on the host. Their last
+        good copies are kept in O(state_dir) under the same base names.
+    type: dict
+    default: {}
+  restart_requested:
+    description: Step C(restart). A configuration change asked for a restart.
+    type: bool
+    default: false
+  launcher:
+    description: Step C(restart). The program the unit runs from the new release; it must exist.
+    type: path
+  readiness:
+    description: Steps C(judge), C(record), C(report). The registered result of M(specdec.sglang.sglang_readiness).
+    type: dict
+    default: {}
+  rollback_readiness:
+    description: Step C(report). The readiness result of the rolled-back release; omit when none was started.
+    type: dict
+  attempts:
+    description: Steps C(judge), C(report). The attempts so far (the RV(attempts) of the previous C(judge)).
+    type: list
+    elements: dict
+    default: []
+  envelope:
+    description: Steps C(judge), C(record), C(report). The envelope of this attempt, or the one that is ready.
+    type: str
+    default: ""
+  restarted:
+    description: Steps C(judge), C(report). Whether the service was (re)started for this attempt.
+    type: bool
+    default: false
+  started_at:
+    description:
+      - Step C(judge). Controller epoch seconds when the service was started; with O(now), the attempt's
+        C(start_to_verdict_s).
+    type: float
+  now:
+    description: Step C(judge). Controller epoch seconds at the verdict.
+    type: float
+  keep_releases:
+    description: Step C(record). Releases to keep; the current, the last good and its previous are never removed.
+    type: int
+    default: 3
+  fields:
+    description: Step C(record). Extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
+    type: dict
+    default: {}
+  outcome:
+    description: Step C(report). C(ready) for the success report; anything else builds the failure report.
+    type: str
+    default: ready
+  host:
+    description: Step C(report). The inventory name in the report.
+    type: str
+    default: ""
+  versions:
+    description: Step C(report). Component versions to report next to the server's sglang version.
+    type: dict
+    default: {}
+  context:
+    description: Step C(report). C(gpus), C(tp_size), C(speculative_algorithm), C(base_url) of the deploy.
+    type: dict
+    default: {}
+  rollback_target:
+    description: Step C(report). The release the rollback returned to (RV(target) of the C(rollback) step).
+    type: str
+    default: ""
+  rollback_release:
+    description: Step C(target). A release id to roll back to; empty means the record's previous good release.
+    type: str
+    default: ""
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Steps C(rollback) and C(record) say what they would change and change nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - The record has a C(schema) number. Records without one (written before this module) are read as schema 1
+    and migrated; a record newer than this collection reads fails with a message.
+  - Changes files only in steps C(rollback) and C(record).
+seealso:
+  - module: specdec.sglang.sglang_readiness
+"""
+
+EXAMPLES = r"""
+- name: Plan the switch
+  specdec.sglang.sglang_release:
+    step: plan
+    release_id: 20260801-abc123
+    ladder: [full, small]
+    envelopes: "{{ sglang_service_envelopes }}"
+  register: plan
+
+- name: Judge one attempt
+  specdec.sglang.sglang_release:
+    step: judge
+    release_id: 20260801-abc123
+    ladder: [full, small]
+    envelopes: "{{ sglang_service_envelopes }}"
+    envelope: full
+    readiness: "{{ readiness_result }}"
+    attempts: []
+    restarted: true
+  register: verdict
+
+- name: Choose the release playbooks/rollback.yml returns to
+  specdec.sglang.sglang_release:
+    step: target
+  register: target
+"""
+
+RETURN = r"""
+record:
+  description: Steps C(plan), C(record), C(target). The release record in the current schema; null when none.
+  returned: when step is plan, record or target
+  type: dict
+  sample: {"schema": 2, "release_id": "20260801-abc123", "previous_release_id": "20260720-def456",
+           "envelope": "full", "ladder": ["full"], "envelopes": {"full": {"mem_fraction_static": 0.88}}}
+previous_release_id:
+  description: Step C(plan). The release serving before this deploy (the record's), empty on a first deploy.
+  returned: when step is plan
+  type: str
+first_envelope_index:
+  description: Step C(plan). Index in the ladder of the first envelope to try.
+  returned: when step is plan
+  type: int
+first_envelope:
+  description: Step C(plan). The first envelope to try.
+  returned: when step is plan
+  type: str
+to_try:
+  description: Step C(plan). The envelopes to try, in order.
+  returned: when step is plan
+  type: list
+  elements: str
+restart:
+  description: Step C(restart). Whether the service must restart.
+  returned: when step is restart
+  type: bool
+reasons:
+  description: Step C(restart). Why it must restart (empty when not).
+  returned: when step is restart
+  type: list
+  elements: str
+attempts:
+  description: Step C(judge). The attempts so far, this one last.
+  returned: when step is judge
+  type: list
+  elements: dict
+outcome:
+  description: Step C(judge). C(ready), C(next_envelope) or C(failed).
+  returned: when step is judge
+  type: str
+target:
+  description: Steps C(rollback), C(target). The release to return to; empty when none.
+  returned: when step is rollback or target
+  type: str
+restored:
+  description: Step C(rollback). Whether the last good files and C(current) were put back.
+  returned: when step is rollback
+  type: bool
+pruned:
+  description: Step C(record). Release ids removed.
+  returned: when step is record
+  type: list
+  elements: str
+report:
+  description: Step C(report). The deploy report (success or failure).
+  returned: when step is report
+  type: dict
+text:
+  description: Step C(report). The report as lines for the operator (success) or the failure message.
+  returned: when step is report
+  type: list
+  elements: str
+stats:
+  description: Step C(report). The report without its attempts (for C(set_stats)).
+  returned: when step is report
+  type: dict
+"""
+
+import hashlib  # noqa: E402  (Ansible modules keep their docs first)
+import os  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: E402
+
+RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+FILE_ROLES = ("unit", "env", "config")
+STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target")
+
+ARGUMENT_SPEC = dict(
+    step=dict(type="str", required=True, choices=list(STEPS)),
+    runtime_root=dict(type="path", default="/opt/sglang"),
+    state_dir=dict(type="path"),
+    unit=dict(type="str", default="sglang.service"),
+    release_id=dict(type="str", default=""),
+    ladder=dict(type="list", elements="str", default=[]),
+    envelopes=dict(type="dict", default={}),
+    ladder_failure_classes=dict(
+        type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture"]
+    ),
+    files=dict(type="dict", default={}),
+    restart_requested=dict(type="bool", default=False),
+    launcher=dict(type="path"),
+    readiness=dict(type="dict", default={}),
+    rollback_readiness=dict(type="dict"),
+    attempts=dict(type="list", elements="dict", default=[]),
+    envelope=dict(type="str", default=""),
+    restarted=dict(type="bool", default=False),
+    started_at=dict(type="float"),
+    now=dict(type="float"),
+    keep_releases=dict(type="int", default=3),
+    fields=dict(type="dict", default={}),
+    outcome=dict(type="str", default="ready"),
+    host=dict(type="str", default=""),
+    versions=dict(type="dict", default={}),
+    context=dict(type="dict", default={}),
+    rollback_target=dict(type="str", default=""),
+    rollback_release=dict(type="str", default=""),
+)
+
+
+class Host:
+    """The side effects of the steps: files, links and systemctl (a fake in unit tests)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def read(self, path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def sha256(self, path):
+        try:
+            with open(path, "rb") as handle:
+                return hashlib.sha256(handle.read()).hexdigest()
+        except FileNotFoundError:
+            return ""
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def readlink(self, path):
+        try:
+            return os.readlink(path)
+        except OSError:
+            return ""
+
+    def releases(self, root):
+        """(id, mtime) of each release directory."""
+        directory = os.path.join(root, "releases")
+        if not os.path.isdir(directory):
+            return []
+        return [
+            (name, os.stat(os.path.join(directory, name)).st_mtime)
+            for name in os.listdir(directory)
+            if os.path.isdir(os.path.join(directory, name))
+        ]
+
+    def active_state(self, unit):
+        rc, out, _ = self.module.run_command(
+            ["systemctl", "show", "--property=ActiveState", "--value", unit], environ_update={"LC_ALL": "C"}
+        )
+        return out.strip() if rc == 0 else ""
+
+    def copy(self, src, dest, mode):
+        tmp = dest + ".tmp-sglang-release"
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, mode)
+        os.chown(tmp, 0, 0)
+        os.replace(tmp, dest)
+
+    def write(self, dest, text, mode):
+        tmp = dest + ".tmp-sglang-release"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+
+    def link(self, target, path):
+        tmp = path + ".tmp-sglang-release"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+
+    def remove_tree(self, path):
+        shutil.rmtree(path)
+
+
+FILE_MODES = {"unit": 0o644, "env": 0o600, "config": 0o600}
+
+
+class Steps:
+    """One method per step; each returns the module result (a dict) or raises release.RecordError."""
+
+    def __init__(self, params, host, check_mode=False):
+        self.p = params
+        self.host = host
+        self.check_mode = check_mode
+        self.state_dir = params["state_dir"] or os.path.join(params["runtime_root"], "state", "last_good")
+        self.record_path = os.path.join(self.state_dir, release.RECORD_NAME)
+
+    def record(self):
+        return release.read_record(self.host.read(self.record_path), self.record_path)
+
+    def _good_copy(self, role):
+        return os.path.join(self.state_dir, os.path.basename(self.p["files"][role]))
+
+    def _check_ladder(self):
+        p = self.p
+        missing = [name for name in p["ladder"] if name not in p["envelopes"]]
+        if not p["ladder"] or missing:
+            raise release.RecordError(
+                "ladder %s: every name must be a key of envelopes %s" % (p["ladder"], sorted(p["envelopes"]))
+            )
+
+    def _check_release_id(self):
+        release_id = self.p["release_id"]
+        if not RELEASE_ID.match(release_id or ""):
+            raise release.RecordError(
+                "release_id=%r: expected the id of a release under %s/releases (set by sglang_runtime). "
+                "Run the whole deploy, or name an existing release." % (release_id, self.p["runtime_root"])
+            )
+
+    def plan(self):
+        self._check_release_id()
+        self._check_ladder()
+        p, record = self.p, self.record()
+        start = release.first_envelope_index(
+            record, release_id=p["release_id"], ladder=p["ladder"], envelopes=p["envelopes"]
+        )
+        return {
+            "record": record,
+            "previous_release_id": (record or {}).get("release_id", ""),
+            "first_envelope_index": start,
+            "first_envelope": p["ladder"][start],
+            "to_try": p["ladder"][start:],
+        }
+
+    def restart(self):
+        p = self.p
+        if p["launcher"] and not self.host.exists(p["launcher"]) and not self.check_mode:
+            raise release.RecordError(
+                "%s is missing: release %s was not built for this launch style. Run the whole deploy "
+                "(sglang_runtime builds the release)." % (p["launcher"], p["release_id"])
+            )
+        sha = {}
+        for role in FILE_ROLES:
+            if role in p["files"]:
+                sha[role] = self.host.sha256(p["files"][role])
+                sha["good_" + role] = self.host.sha256(self._good_copy(role))
+        current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
+        restart, reasons = release.restart_decision(
+            self.record(),
+            release_id=p["release_id"],
+            requested=p["restart_requested"],
+            active_state=self.host.active_state(p["unit"]),
+            current_release=current,
+            sha256=sha,
+        )
+        return {"restart": restart, "reasons": reasons}
+
+    def judge(self):
+        p = self.p
+        self._check_ladder()
+        elapsed = None
+        if p["started_at"] is not None and p["now"] is not None:
+            elapsed = round(p["now"] - p["started_at"], 1)
+        attempt, outcome = release.judge_attempt(
+            p["readiness"],
+            envelope=p["envelope"],
+            ladder=p["ladder"],
+            settings=p["envelopes"].get(p["envelope"], {}),
+            ladder_classes=p["ladder_failure_classes"],
+            restarted=p["restarted"],
+            check_mode=self.check_mode,
+            start_to_verdict_s=elapsed,
+        )
+        return {
+            "attempts": [*p["attempts"], attempt],
+            "attempt": attempt,
+            "outcome": outcome,
+            "next_envelope": release.next_envelope(p["ladder"], p["envelope"]) if outcome == "next_envelope" else "",
+        }
+
+    def rollback(self):
+        p = self.p
+        available = [name for name, _ in self.host.releases(p["runtime_root"])]
+        target, on_disk = release.rollback_target(self.record(), available=available)
+        restore = bool(target and on_disk)
+        if restore and not self.check_mode:
+            for role in FILE_ROLES:
+                if role in p["files"] and self.host.exists(self._good_copy(role)):
+                    self.host.copy(self._good_copy(role), p["files"][role], FILE_MODES[role])
+            self.host.link(
+                os.path.join(p["runtime_root"], "releases", target), os.path.join(p["runtime_root"], "current")
+            )
+        return {"changed": restore, "target": target, "on_disk": on_disk, "restored": restore}
+
+    def save(self):
+        p = self.p
+        self._check_release_id()
+        self._check_ladder()
+        previous = self.record()
+        record = release.new_record(
+            previous,
+            release_id=p["release_id"],
+            envelope=p["envelope"],
+            ladder=p["ladder"],
+            envelopes=p["envelopes"],
+            recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            settle=(p["readiness"] or {}).get("settle") or {},
+            unit=p["unit"],
+            **{key: value for key, value in p["fields"].items() if key in release.RECORD_DEFAULTS},
+        )
+        protected = {p["release_id"], record["previous_release_id"], (previous or {}).get("release_id", "")}
+        pruned = release.prune(self.host.releases(p["runtime_root"]), keep=p["keep_releases"], protected=protected)
+        if not self.check_mode:
+            for role in FILE_ROLES:
+                if role in p["files"] and self.host.exists(p["files"][role]):
+                    self.host.copy(p["files"][role], self._good_copy(role), 0o600)
+            self.host.write(self.record_path, release.dump_record(record), 0o600)
+            for name in pruned:
+                self.host.remove_tree(os.path.join(p["runtime_root"], "releases", name))
+        return {"changed": True, "record": record, "pruned": pruned}
+
+    def report(self):
+        p = self.p
+        if p["outcome"] == "ready":
+            envelope = p["envelope"]
+            report = release.success_report(
+                p["readiness"],
+                host=p["host"],
+                unit=p["unit"],
+                release_id=p["release_id"],
+                previous_release_id=p["fields"].get("previous_release_id", ""),
+                attempts=p["attempts"],
+                restarted=p["restarted"],
+                versions=p["versions"],
+                envelope=envelope,
+                envelope_settings=p["envelopes"].get(envelope, {}),
+                context=p["context"],
+            )
+            text = release.success_summary(report)
+        else:
+            report = release.failure_report(
+                p["readiness"],
+                host=p["host"],
+                unit=p["unit"],
+                release_id=p["release_id"],
+                previous_release_id=p["fields"].get("previous_release_id", ""),
+                attempts=p["attempts"],
+                target=p["rollback_target"],
+                rollback=p["rollback_readiness"],
+            )
+            text = release.failure_message(report).splitlines()
+        return {"report": report, "text": text, "stats": release.without_attempts(report)}
+
+    def target(self):
+        p = self.p
+        record = self.record()
+        newest_first = [
+            name for name, _ in sorted(self.host.releases(p["runtime_root"]), key=lambda r: r[1], reverse=True)
+        ]
+        target, error = release.choose_release(record, requested=p["rollback_release"], available=newest_first)
+        if error:
+            raise release.RecordError(error)
+        return {"target": target, "record": record, "serving": (record or {}).get("release_id", "")}
+
+
+def run_module(module, host=None):
+    steps = Steps(module.params, host or Host(module), check_mode=module.check_mode)
+    step = module.params["step"]
+    method = {"record": steps.save}.get(step) or getattr(steps, step)
+    try:
+        result = method()
+    except (release.RecordError, OSError) as exc:
+        module.fail_json(msg="sglang_release %s: %s" % (step, exc), step=step)
+    result.setdefault("changed", False)
+    module.exit_json(step=step, **result)
+
+
+def main():
+    run_module(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
+
+
+if __name__ == "__main__":
+    main()
