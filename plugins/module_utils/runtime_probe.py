@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Probe a release venv with its own Python: versions, imports, torch CUDA, GPU sanity.
 
-The probe scripts are stdlib-only source strings run as ``<venv>/bin/python -c SOURCE JSON``;
-they print one JSON document between marker lines so that warnings printed by imported
-packages cannot corrupt the result. Result parsing and failure classification are pure.
+The programs that run inside the venv live in venv_probe.py (stdlib only), run as
+``<venv>/bin/python -c <its source> JSON``; they print one JSON document between marker lines so
+that warnings printed by imported packages cannot corrupt the result. Result parsing and failure
+classification here are pure.
 """
 
 from __future__ import annotations
@@ -15,93 +16,12 @@ import re
 import subprocess
 import time
 
-BEGIN = "SPECDEC-PROBE-BEGIN"
-END = "SPECDEC-PROBE-END"
+from ansible_collections.specdec.sglang.plugins.module_utils import venv_probe
+from ansible_collections.specdec.sglang.plugins.module_utils.host_program import source_of
 
-# Runs inside the venv: stdlib + whatever the venv holds. argv[1]: {"packages": [{"name", "import"}]}.
-PROBE_SOURCE = r"""
-import importlib, importlib.metadata as md, json, sys, traceback
-spec = json.loads(sys.argv[1])
-out = {"python": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix,
-       "packages": {}, "imports": {}, "torch_cuda": None, "torch_version": None}
-for item in spec.get("packages", []):
-    name = item["name"]
-    entry = {"version": None, "location": None}
-    for candidate in (name, name.replace("-", "_"), name.replace("_", "-")):
-        try:
-            dist = md.distribution(candidate)
-        except md.PackageNotFoundError:
-            continue
-        entry["version"] = dist.version
-        try:
-            entry["location"] = str(dist.locate_file(""))
-        except Exception:
-            pass
-        break
-    out["packages"][name] = entry
-for item in spec.get("packages", []):
-    module = item.get("import")
-    if not module or module in out["imports"]:
-        continue
-    result = {"ok": False, "version": None, "file": None, "error": None, "error_type": None}
-    try:
-        mod = importlib.import_module(module)
-        result["ok"] = True
-        result["version"] = getattr(mod, "__version__", None)
-        if result["version"] is not None:
-            result["version"] = str(result["version"])
-        result["file"] = getattr(mod, "__file__", None)
-        if module == "torch":
-            out["torch_version"] = str(mod.__version__)
-            out["torch_cuda"] = getattr(getattr(mod, "version", None), "cuda", None)
-    except BaseException as exc:
-        result["error_type"] = type(exc).__name__
-        result["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    out["imports"][module] = result
-print("SPECDEC-PROBE-BEGIN")
-print(json.dumps(out))
-print("SPECDEC-PROBE-END")
-"""
-
-# Runs inside the venv with CUDA_VISIBLE_DEVICES=<one uuid>: small matmul on the GPU vs the CPU.
-CUDA_CHECK_SOURCE = r"""
-import json, sys, time
-spec = json.loads(sys.argv[1])
-out = {"ok": False, "stage": "import", "device_name": None, "max_abs_diff": None, "error": None}
-t0 = time.time()
-try:
-    import torch
-    out["stage"] = "init"
-    out["cuda_available"] = bool(torch.cuda.is_available())
-    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
-    if not out["cuda_available"] or out["device_count"] < 1:
-        out["error"] = "torch.cuda.is_available() is False (no usable CUDA device visible)"
-    else:
-        out["device_name"] = torch.cuda.get_device_name(0)
-        out["capability"] = list(torch.cuda.get_device_capability(0))
-        out["stage"] = "matmul"
-        n = int(spec.get("size", 512))
-        gen = torch.Generator().manual_seed(1234)
-        a = torch.randn(n, n, generator=gen, dtype=torch.float32)
-        b = torch.randn(n, n, generator=gen, dtype=torch.float32)
-        ref = a @ b
-        got = (a.to("cuda:0") @ b.to("cuda:0")).cpu()
-        torch.cuda.synchronize()
-        out["max_abs_diff"] = float((got - ref).abs().max())
-        tol = float(spec.get("tolerance", 1e-2)) * float(ref.abs().max())
-        out["tolerance"] = tol
-        out["stage"] = "compare"
-        if out["max_abs_diff"] <= tol:
-            out["ok"] = True
-        else:
-            out["error"] = "GPU result differs from CPU: max |diff| %.6g > %.6g" % (out["max_abs_diff"], tol)
-except BaseException as exc:
-    out["error"] = "%s: %s" % (type(exc).__name__, exc)
-out["elapsed_s"] = round(time.time() - t0, 3)
-print("SPECDEC-PROBE-BEGIN")
-print(json.dumps(out))
-print("SPECDEC-PROBE-END")
-"""
+# The program run inside the venv is venv_probe.py, a real module; this is its source text.
+PROBE_PROGRAM = source_of(venv_probe)
+BEGIN, END = venv_probe.BEGIN, venv_probe.END
 
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<lib>/?[^\s:]+\.so[^\s:]*):\s*)?undefined symbol:\s*(?P<symbol>\S+)")
 
@@ -222,8 +142,8 @@ def _text(value) -> str:
 
 def probe_venv(python: str, manifest: list[dict], timeout_s: float = 120, runner=None, env: dict | None = None) -> dict:
     """Versions and imports of the manifest packages, as seen by the venv's own Python."""
-    spec = {"packages": [{"name": e["name"], "import": e.get("import") or ""} for e in manifest]}
-    done = run_python(python, PROBE_SOURCE, spec, env=env, timeout_s=timeout_s, runner=runner)
+    spec = {"program": "packages", "packages": [{"name": e["name"], "import": e.get("import") or ""} for e in manifest]}
+    done = run_python(python, PROBE_PROGRAM, spec, env=env, timeout_s=timeout_s, runner=runner)
     if done.get("os_error"):
         raise ProbeError(f"cannot run {python}: {done['stderr']}")
     if done["timed_out"]:
@@ -250,8 +170,8 @@ def cuda_check(
     for uuid in gpu_uuids:
         done = run_python(
             python,
-            CUDA_CHECK_SOURCE,
-            {"size": size, "tolerance": tolerance},
+            PROBE_PROGRAM,
+            {"program": "cuda", "size": size, "tolerance": tolerance},
             env={"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             timeout_s=timeout_s,
             runner=runner,

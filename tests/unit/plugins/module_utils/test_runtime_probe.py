@@ -8,7 +8,6 @@ import zipfile
 import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import compare
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (
-    CUDA_CHECK_SOURCE,
     ProbeError,
     classify_cuda_check,
     classify_import_error,
@@ -163,8 +162,13 @@ def test_cuda_failure_classes(result, stderr, timed_out, klass):
     assert classify_cuda_check(result, 1, stderr, timed_out) == klass
 
 
-def test_cuda_check_source_compiles():
-    compile(CUDA_CHECK_SOURCE, "cuda_check", "exec")
+def test_cuda_check_without_torch_is_an_import_error(tmp_path):
+    """The cuda program, run for real by an interpreter that has no torch, stops at the import stage."""
+    empty = tmp_path / "site"
+    empty.mkdir()
+    (check,) = cuda_check(sys.executable, ["GPU-0"], timeout_s=60, runner=_with_pythonpath(empty))
+    assert check["class"] == "import_error"
+    assert "ModuleNotFoundError" in check["error"] or "No module named" in check["error"]
 
 
 def _with_pythonpath(path):
