@@ -1,0 +1,246 @@
+"""DDTree (draft tree over a DFlash block): tree construction and reference verification.
+
+Added by the specdec.sglang ``ddtree`` patch set. Pure Python on purpose: no torch, no numpy, so the
+collection's CI can test exactly this file on a CPU. The GPU side (ddtree_worker.py) turns the lists
+built here into tensors and verifies them with sglang's tree kernels.
+
+The DFlash draft predicts a block of B tokens in one pass: position 0 is the bonus token the target
+already chose, positions 1..B-1 each carry a distribution over the vocabulary that does not depend on
+the tokens chosen at the other positions. The draft tree keeps, per depth d (1..B-1), the draft's
+top-k tokens at block position d, and grows best-first by the path score (sum of the per-depth
+log-probabilities) until it holds N nodes (the budget, root included). The top-1 chain (the token
+DFLASH would verify at each depth) is seeded first, so the tree always contains the linear chain and
+the accepted length can never fall below DFLASH's on the same draft.
+
+Node order is topological (every parent precedes its children): node 0 is the root, nodes 1..B-1 are
+the top-1 chain in depth order, then the best-first nodes in the order they were taken.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+ENV_BUDGET = "SGLANG_DDTREE_BUDGET"
+ENV_TOPK = "SGLANG_DDTREE_TOPK"
+# Default budget: this many nodes per block position (N = 4 * B, e.g. 64 for the usual B = 16).
+DEFAULT_BUDGET_PER_BLOCK_TOKEN = 4
+DEFAULT_TOPK = 8
+# sglang's tree kernels run one thread per tree node.
+MAX_BUDGET = 1024
+
+
+@dataclass(frozen=True)
+class DDTreeConfig:
+    block_size: int  # B: the DFlash block (root + B-1 drafted positions); tree depth <= B-1
+    requested_budget: int  # N as asked (SGLANG_DDTREE_BUDGET, or the default)
+    budget: int  # N actually used: requested_budget capped at what top-k can fill
+    topk: int  # children per node (per-depth top-k of the draft)
+
+
+@dataclass
+class DDTree:
+    tokens: List[int]  # token of each node; tokens[0] is the root (bonus token)
+    parents: List[int]  # parent node index; -1 for the root
+    depths: List[int]  # 0 for the root
+    ranks: List[int]  # rank of the node's token in its depth's top-k list (0 for the root)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def tree_capacity(block_size: int, topk: int) -> int:
+    """Most nodes a tree of depth block_size-1 with topk children per node can hold (capped)."""
+    total, level = 1, 1
+    for _ in range(max(block_size - 1, 0)):
+        level *= topk
+        total += level
+        if total >= MAX_BUDGET:
+            return MAX_BUDGET
+    return total
+
+
+def _env_int(environ: Mapping[str, str], name: str) -> int:
+    raw = (environ.get(name) or "").strip()
+    if raw == "":
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def resolve_ddtree_config(block_size: int, environ: Optional[Mapping[str, str]] = None) -> DDTreeConfig:
+    """Budget N and per-depth top-k from the environment.
+
+    SGLANG_DDTREE_BUDGET: tree nodes verified per request per step, root included; unset or 0 means
+    the default 4 * B. It must be at least B (the tree holds the whole top-1 chain) and at most 1024.
+    SGLANG_DDTREE_TOPK: children per node, default 8. The budget is capped at the number of nodes such
+    a tree can hold (e.g. B = 2, top-k 8: 9 nodes).
+    """
+    if environ is None:
+        environ = os.environ
+    block_size = int(block_size)
+    if block_size < 2:
+        raise ValueError(f"DDTREE needs a DFlash block size of at least 2, got {block_size}")
+    budget = _env_int(environ, ENV_BUDGET) or DEFAULT_BUDGET_PER_BLOCK_TOKEN * block_size
+    topk = _env_int(environ, ENV_TOPK) or DEFAULT_TOPK
+    if budget < block_size:
+        raise ValueError(
+            f"{ENV_BUDGET}={budget} is below the block size {block_size}: the tree must hold the "
+            f"top-1 chain, so the budget N must be >= B"
+        )
+    if budget > MAX_BUDGET:
+        raise ValueError(f"{ENV_BUDGET}={budget} exceeds {MAX_BUDGET} tree nodes")
+    if topk < 1:
+        raise ValueError(f"{ENV_TOPK}={topk} must be >= 1")
+    effective = min(budget, tree_capacity(block_size, topk))
+    return DDTreeConfig(block_size=block_size, requested_budget=budget, budget=effective, topk=topk)
+
+
+def build_tree(
+    root_token: int,
+    depth_logprobs: Sequence[Sequence[float]],
+    depth_tokens: Sequence[Sequence[int]],
+    budget: int,
+) -> DDTree:
+    """Build one request's draft tree.
+
+    depth_logprobs[d-1] / depth_tokens[d-1]: the draft's top-k log-probabilities and tokens at block
+    position d (d = 1..B-1), best first. Returns min(budget, capacity) nodes, root included.
+    """
+    depth = len(depth_tokens)
+    if len(depth_logprobs) != depth:
+        raise ValueError("depth_logprobs and depth_tokens differ in length")
+    if budget < 1:
+        raise ValueError("budget must be >= 1")
+    # Per depth, candidates best first (stable on ties: lower top-k rank first).
+    cands: List[List[Tuple[float, int, int]]] = []
+    for d in range(depth):
+        lps, toks = depth_logprobs[d], depth_tokens[d]
+        if len(lps) != len(toks) or not toks:
+            raise ValueError(f"depth {d + 1}: logprobs and tokens must be non-empty and equal in length")
+        order = sorted(range(len(toks)), key=lambda r: (-float(lps[r]), r))
+        cands.append([(float(lps[r]), int(toks[r]), r) for r in order])
+
+    tokens, parents, depths, ranks = [int(root_token)], [-1], [0], [0]
+    scores = [0.0]
+    # (parent node, index into cands[depth of child - 1]) -> node index, for the seeded chain.
+    seeded: Dict[Tuple[int, int], int] = {}
+
+    # 1) Seed the top-1 chain: at each depth the draft's best token, as DFLASH would verify it.
+    parent = 0
+    for d in range(min(depth, budget - 1)):
+        lp, tok, rank = cands[d][0]
+        tokens.append(tok)
+        parents.append(parent)
+        depths.append(d + 1)
+        ranks.append(rank)
+        scores.append(scores[parent] + lp)
+        seeded[(parent, 0)] = len(tokens) - 1
+        parent = len(tokens) - 1
+
+    # 2) Best-first: a heap of frontier candidates (parent node, i-th best token at the next depth).
+    # Children of a node are generated lazily: taking candidate (p, i) offers (p, i+1), its next
+    # sibling, and (node, 0), its best child. Scores never increase along a path or across siblings,
+    # so the nodes come out in non-increasing score order and the set stays ancestor-closed.
+    heap: List[Tuple[float, int, int, int]] = []
+    counter = 0
+    if depth > 0:
+        heapq.heappush(heap, (-(scores[0] + cands[0][0][0]), counter, 0, 0))
+    while heap and len(tokens) < budget:
+        neg, _, p, i = heapq.heappop(heap)
+        d = depths[p]  # the candidate sits at depth d + 1
+        node = seeded.get((p, i))
+        if node is None:
+            lp, tok, rank = cands[d][i]
+            tokens.append(tok)
+            parents.append(p)
+            depths.append(d + 1)
+            ranks.append(rank)
+            scores.append(-neg)
+            node = len(tokens) - 1
+        if i + 1 < len(cands[d]):
+            counter += 1
+            heapq.heappush(heap, (-(scores[p] + cands[d][i + 1][0]), counter, p, i + 1))
+        if d + 1 < depth:
+            counter += 1
+            heapq.heappush(heap, (-(scores[node] + cands[d + 1][0][0]), counter, node, 0))
+    return DDTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks)
+
+
+def ancestor_mask(parents: Sequence[int]) -> List[List[bool]]:
+    """n x n: mask[i][j] is True when node j is node i or one of its ancestors (i attends to j)."""
+    n = len(parents)
+    mask = [[False] * n for _ in range(n)]
+    for i in range(n):
+        j = i
+        while j >= 0:
+            if j > i:
+                raise ValueError(f"node {i} has parent {j} after it: not in topological order")
+            mask[i][j] = True
+            j = parents[j]
+    return mask
+
+
+def retrieve_links(parents: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """First child and next sibling of each node (-1: none), children in node order.
+
+    The layout of sglang's retrieve_next_token / retrieve_next_sibling (local indices).
+    """
+    n = len(parents)
+    first_child, next_sibling, last_child = [-1] * n, [-1] * n, [-1] * n
+    for i in range(1, n):
+        p = parents[i]
+        if last_child[p] < 0:
+            first_child[p] = i
+        else:
+            next_sibling[last_child[p]] = i
+        last_child[p] = i
+    return first_child, next_sibling
+
+
+def positions(depths: Sequence[int], prefix_len: int) -> List[int]:
+    """Position of each node: the committed prefix length plus its depth."""
+    return [int(prefix_len) + int(d) for d in depths]
+
+
+def verify_greedy(tokens: Sequence[int], parents: Sequence[int], target_predict: Sequence[int]) -> Tuple[List[int], int]:
+    """Reference greedy tree verification (what sgl_kernel.verify_tree_greedy computes per request).
+
+    target_predict[i]: the target's argmax token after node i (given node i and its ancestors).
+    From the root, repeatedly move to the child whose token equals the target's prediction.
+    Returns (accepted node indices, root first; the bonus token = target_predict[last accepted]).
+    """
+    first_child, next_sibling = retrieve_links(parents)
+    path = [0]
+    cur = 0
+    while True:
+        want = int(target_predict[cur])
+        child = first_child[cur]
+        while child >= 0 and int(tokens[child]) != want:
+            child = next_sibling[child]
+        if child < 0:
+            break
+        path.append(child)
+        cur = child
+    return path, int(target_predict[cur])
+
+
+def chain_accept_length(chain_tokens: Sequence[int], target_predict_chain: Sequence[int]) -> int:
+    """DFLASH's rule on a linear block: drafts accepted while chain[t+1] == target_predict[t]."""
+    n = 0
+    while n + 1 < len(chain_tokens) and int(chain_tokens[n + 1]) == int(target_predict_chain[n]):
+        n += 1
+    return n
+
+
+def format_budget_log(config: DDTreeConfig) -> str:
+    """The start-up line that tells the operator (and the device check) which tree is verified."""
+    return (
+        f"DDTREE draft tree: block_size={config.block_size} budget={config.budget} "
+        f"(requested {config.requested_budget}, {ENV_BUDGET}) topk={config.topk} "
+        f"verify_tokens_per_request={config.budget}"
+    )
