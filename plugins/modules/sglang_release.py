@@ -337,10 +337,16 @@ class Host:
         return out.strip() if rc == 0 else ""
 
     def copy(self, src, dest, mode):
+        """Replace ``dest`` with a copy of ``src``, keeping the owner of an existing ``dest``."""
+        try:
+            owner = os.stat(dest)
+            uid, gid = owner.st_uid, owner.st_gid
+        except FileNotFoundError:
+            uid, gid = os.geteuid(), os.getegid()
         tmp = dest + ".tmp-sglang-release"
         shutil.copyfile(src, tmp)
         os.chmod(tmp, mode)
-        os.chown(tmp, 0, 0)
+        os.chown(tmp, uid, gid)
         os.replace(tmp, dest)
 
     def write(self, dest, text, mode):

@@ -1,0 +1,295 @@
+"""The sglang_release module: each step through the real module entry point, on a release tree under tmp_path."""
+
+import json
+import os
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+from ansible_collections.specdec.sglang.plugins.modules import sglang_release
+
+ENVELOPES = {"full": {"mem_fraction_static": 0.88}, "small": {"mem_fraction_static": 0.95}}
+V1 = {
+    "release_id": "r1",
+    "previous_release_id": "r0",
+    "unit": "sglang",
+    "envelope": "small",
+    "ladder": ["full", "small"],
+    "envelopes": ENVELOPES,
+    "base_url": "http://127.0.0.1:30000",
+    "speculative_algorithm": "DFLASH",
+    "served_model_name": "",
+}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A host: <root>/releases/r0..r2 (r0 oldest), <root>/current -> r1, live files in etc/."""
+    root = tmp_path / "opt"
+    for age, name in enumerate(["r0", "r1", "r2"]):
+        path = root / "releases" / name / "venv" / "bin"
+        path.mkdir(parents=True)
+        (path / "sglang").write_text("#!/bin/sh\n")
+        os.utime(root / "releases" / name, (1000 + age, 1000 + age))
+    (root / "state" / "last_good").mkdir(parents=True)
+    os.symlink(str(root / "releases" / "r1"), str(root / "current"))
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    files = {}
+    for role, name in (("unit", "sglang.service"), ("env", "sglang.env"), ("config", "sglang.yaml")):
+        (etc / name).write_text("live %s\n" % role)
+        files[role] = str(etc / name)
+    return {"root": root, "state": root / "state" / "last_good", "files": files}
+
+
+def good_deploy(tree, record=V1):
+    """The state a good deploy of r1 leaves: the record and copies equal to the live files."""
+    (tree["state"] / "deploy.json").write_text(json.dumps(record))
+    for path in tree["files"].values():
+        (tree["state"] / os.path.basename(path)).write_text(open(path).read())
+
+
+def run(monkeypatch, capsys, tree, active="active", check_mode=False, **params):
+    args = {
+        "runtime_root": str(tree["root"]),
+        "release_id": "r2",
+        "ladder": ["full", "small"],
+        "envelopes": ENVELOPES,
+        "files": tree["files"],
+        "_ansible_check_mode": check_mode,
+        **params,
+    }
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    commands = []
+
+    def run_command(self, argv, **kwargs):
+        commands.append(argv)
+        return 0, active + "\n", ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    with pytest.raises(SystemExit):
+        sglang_release.main()
+    out = json.loads(capsys.readouterr().out)
+    out["_commands"] = commands
+    return out
+
+
+# -- plan -----------------------------------------------------------------------------------------
+def test_plan_of_a_first_deploy_starts_at_the_head_of_the_ladder(monkeypatch, capsys, tree):
+    out = run(monkeypatch, capsys, tree, step="plan")
+    assert out["changed"] is False
+    assert (out["record"], out["previous_release_id"]) == (None, "")
+    assert (out["first_envelope"], out["to_try"]) == ("full", ["full", "small"])
+
+
+def test_plan_migrates_a_v1_record_and_resumes_at_its_envelope(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    out = run(monkeypatch, capsys, tree, step="plan", release_id="r1")
+    assert out["record"]["schema"] == 2
+    assert out["previous_release_id"] == "r1"
+    assert (out["first_envelope_index"], out["to_try"]) == (1, ["small"])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"release_id": ""}, "release_id='': expected the id of a release under"),
+        ({"release_id": "../etc"}, "release_id='../etc'"),
+        ({"ladder": ["full", "huge"]}, "every name must be a key of envelopes ['full', 'small']"),
+        ({"ladder": []}, "every name must be a key of envelopes"),
+    ],
+)
+def test_plan_refuses_bad_inputs(monkeypatch, capsys, tree, params, message):
+    out = run(monkeypatch, capsys, tree, step="plan", **params)
+    assert out["failed"] is True
+    assert message in out["msg"]
+
+
+def test_plan_fails_on_an_unreadable_record(monkeypatch, capsys, tree):
+    (tree["state"] / "deploy.json").write_text("{broken")
+    out = run(monkeypatch, capsys, tree, step="plan")
+    assert out["failed"] is True
+    assert "deploy.json is not JSON" in out["msg"]
+
+
+# -- restart --------------------------------------------------------------------------------------
+def test_restart_is_not_needed_when_the_recorded_deploy_runs(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
+    out = run(monkeypatch, capsys, tree, step="restart", release_id="r1", launcher=launcher)
+    assert (out["restart"], out["reasons"]) == (False, [])
+    assert out["_commands"] == [["systemctl", "show", "--property=ActiveState", "--value", "sglang.service"]]
+
+
+def test_restart_is_needed_when_a_file_changed_or_the_service_is_down(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    with open(tree["files"]["config"], "a") as handle:
+        handle.write("api-key: new\n")
+    out = run(monkeypatch, capsys, tree, step="restart", release_id="r1", active="failed")
+    assert out["restart"] is True
+    assert out["reasons"] == ["service is failed", "config file differs from the last good copy"]
+
+
+def test_restart_fails_when_the_release_has_no_launcher(monkeypatch, capsys, tree):
+    missing = str(tree["root"] / "releases" / "r2" / "venv" / "bin" / "python")
+    out = run(monkeypatch, capsys, tree, step="restart", launcher=missing)
+    assert out["failed"] is True
+    assert "venv/bin/python is missing: release r2 was not built" in out["msg"]
+
+
+# -- judge ----------------------------------------------------------------------------------------
+def test_judge_appends_the_attempt_and_names_the_next_envelope(monkeypatch, capsys, tree):
+    readiness = {"ready": False, "failure_class": "restart_loop", "cause_class": "oom_mem_fraction"}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="judge",
+        envelope="full",
+        readiness=readiness,
+        attempts=[],
+        restarted=True,
+        started_at=100.0,
+        now=104.26,
+    )
+    assert (out["outcome"], out["next_envelope"]) == ("next_envelope", "small")
+    assert [a["envelope"] for a in out["attempts"]] == ["full"]
+    assert out["attempt"]["start_to_verdict_s"] == 4.3
+    assert out["attempt"]["settings"] == ENVELOPES["full"]
+
+
+def test_judge_of_the_last_envelope_fails(monkeypatch, capsys, tree):
+    readiness = {"ready": False, "failure_class": "oom_mem_fraction"}
+    out = run(monkeypatch, capsys, tree, step="judge", envelope="small", readiness=readiness, attempts=[{"x": 1}])
+    assert (out["outcome"], out["next_envelope"]) == ("failed", "")
+    assert len(out["attempts"]) == 2
+
+
+# -- rollback -------------------------------------------------------------------------------------
+def test_rollback_restores_the_good_files_and_points_current_back(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    for path in tree["files"].values():
+        with open(path, "w") as handle:
+            handle.write("failed release\n")
+    os.unlink(str(tree["root"] / "current"))
+    os.symlink(str(tree["root"] / "releases" / "r2"), str(tree["root"] / "current"))
+    out = run(monkeypatch, capsys, tree, step="rollback")
+    assert (out["changed"], out["restored"], out["target"]) == (True, True, "r1")
+    assert os.readlink(str(tree["root"] / "current")) == str(tree["root"] / "releases" / "r1")
+    for role, path in tree["files"].items():
+        assert open(path).read() == "live %s\n" % role
+    assert oct(os.stat(tree["files"]["env"]).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(tree["files"]["unit"]).st_mode & 0o777) == "0o644"
+
+
+def test_rollback_in_check_mode_changes_nothing(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    with open(tree["files"]["unit"], "w") as handle:
+        handle.write("failed release\n")
+    out = run(monkeypatch, capsys, tree, step="rollback", check_mode=True)
+    assert (out["changed"], out["restored"]) == (True, True)
+    assert open(tree["files"]["unit"]).read() == "failed release\n"
+
+
+def test_rollback_after_a_first_deploy_restores_nothing(monkeypatch, capsys, tree):
+    out = run(monkeypatch, capsys, tree, step="rollback")
+    assert (out["changed"], out["restored"], out["target"]) == (False, False, "")
+
+
+def test_rollback_to_a_release_gone_from_disk_restores_nothing(monkeypatch, capsys, tree):
+    good_deploy(tree, dict(V1, release_id="r9"))
+    out = run(monkeypatch, capsys, tree, step="rollback")
+    assert (out["restored"], out["target"], out["on_disk"]) == (False, "r9", False)
+
+
+# -- record ---------------------------------------------------------------------------------------
+def test_record_writes_the_current_schema_copies_the_files_and_prunes(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    readiness = {"ready": True, "settle": {"ok": True, "stayed_up_s": 30.1}}
+    fields = {"base_url": "http://127.0.0.1:30000", "speculative_algorithm": "DFLASH", "bogus": 1}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="record",
+        envelope="full",
+        readiness=readiness,
+        keep_releases=1,
+        fields=fields,
+    )
+    assert out["changed"] is True
+    written = json.loads((tree["state"] / "deploy.json").read_text())
+    assert written == out["record"]
+    assert (written["schema"], written["release_id"], written["previous_release_id"]) == (2, "r2", "r1")
+    assert written["settle"] == readiness["settle"]
+    assert "bogus" not in written
+    assert oct(os.stat(tree["state"] / "deploy.json").st_mode & 0o777) == "0o600"
+    # r2 (new), r1 (its previous) and r1 again (the good one before) are protected; r0 goes.
+    assert out["pruned"] == ["r0"]
+    assert sorted(os.listdir(tree["root"] / "releases")) == ["r1", "r2"]
+
+
+def test_record_in_check_mode_writes_nothing(monkeypatch, capsys, tree):
+    out = run(monkeypatch, capsys, tree, step="record", envelope="full", keep_releases=1, check_mode=True)
+    assert out["pruned"] == ["r1", "r0"]
+    assert not (tree["state"] / "deploy.json").exists()
+    assert sorted(os.listdir(tree["root"] / "releases")) == ["r0", "r1", "r2"]
+
+
+# -- report and target ----------------------------------------------------------------------------
+def test_report_of_a_failure_carries_the_exception_line_into_the_message(monkeypatch, capsys, tree):
+    readiness = {
+        "ready": False,
+        "failure_class": "crashed_on_start",
+        "traceback": "Traceback (most recent call last):\nValueError: bad",
+        "exception_line": "ValueError: bad",
+    }
+    attempt = {"envelope": "full", "failure_class": "crashed_on_start", "cause_class": "crashed_on_start"}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="report",
+        outcome="failed",
+        host="lab1",
+        readiness=readiness,
+        attempts=[attempt],
+        rollback_target="",
+    )
+    assert out["report"]["exception_line"] == "ValueError: bad"
+    assert "exception: ValueError: bad" in out["text"]
+    assert out["text"][-1] == "ValueError: bad"
+    assert "attempts" not in out["stats"]
+
+
+def test_report_of_a_success_is_the_summary(monkeypatch, capsys, tree):
+    readiness = {"ready": True, "probe": {"completion_tokens": 16}, "server": {"version": "0.5.23"}}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="report",
+        host="lab1",
+        envelope="full",
+        readiness=readiness,
+        attempts=[{"envelope": "full"}],
+        restarted=True,
+        fields={"previous_release_id": "r1"},
+    )
+    assert out["report"]["ok"] is True
+    assert out["report"]["previous_release_id"] == "r1"
+    assert out["text"][0] == "sglang.service on lab1 serves release r2 (restarted)"
+
+
+def test_target_is_the_previous_good_release(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    out = run(monkeypatch, capsys, tree, step="target")
+    assert (out["target"], out["serving"]) == ("r0", "r1")
+
+
+def test_target_refuses_a_release_not_on_disk_listing_the_newest_first(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    out = run(monkeypatch, capsys, tree, step="target", rollback_release="r7")
+    assert out["failed"] is True
+    assert "release 'r7' is not on disk. Releases on disk, newest first: r2, r1, r0." in out["msg"]
