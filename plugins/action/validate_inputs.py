@@ -1,0 +1,67 @@
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action ``specdec.sglang.validate_inputs``: strict variable checks on the controller, no host contact."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.plugins.action import ActionBase
+from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError, check_all
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("rules", "specs", "entry_point"))
+
+    def _role_specs(self, entry_point: str) -> tuple[str, dict]:
+        role = getattr(self._task, "_role", None)
+        role_path = getattr(role, "_role_path", None)
+        if not role_path:
+            raise AnsibleError("validate_inputs: outside a role, give the variables' specs with specs:")
+        spec_file = os.path.join(role_path, "meta", "argument_specs.yml")
+        with open(spec_file, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+        try:
+            options = data["argument_specs"][entry_point].get("options") or {}
+        except KeyError as exc:
+            raise AnsibleError(f"validate_inputs: {spec_file} has no entry point {entry_point!r}") from exc
+        return role.get_name(), options
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        rules = args.get("rules") or {}
+        if args.get("specs"):
+            owner, specs = "play", args["specs"]
+        else:
+            owner, specs = self._role_specs(args.get("entry_point") or "main")
+        values = {}
+        errors = []
+        deferred = []
+        for name in specs:
+            if name not in task_vars:
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except AnsibleUndefinedVariable:
+                # A default computed from a fact of a later step (a release dir): checked when the role runs.
+                deferred.append(name)
+            except Exception as exc:  # any templating failure is this variable's error
+                errors.append(f"{name}: cannot be templated: {str(exc).splitlines()[0]}")
+        try:
+            errors.extend(check_all(values, specs, rules))
+        except SpecError as exc:
+            raise AnsibleError(f"validate_inputs ({owner}): {exc}") from exc
+        result.update(changed=False, checked=sorted(values), deferred=sorted(deferred), errors=errors)
+        if errors:
+            result["failed"] = True
+            summary = f"{len(errors)} invalid input(s) for {owner}, nothing was done on any host: "
+            result["msg"] = summary + " | ".join(errors)
+        else:
+            result["msg"] = f"{len(values)} variable(s) of {owner} are valid"
+        return result
