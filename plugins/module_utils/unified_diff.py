@@ -148,10 +148,33 @@ def _mark_no_newline(hunk, index):
     hunk.lines[-1] = (tag, body)
 
 
-def apply_file_patch(fp, original):
+def _relocate(fp, hunk, old_lines, pos):
+    """Where the hunk's old side (context and removed lines) occurs exactly, once, at or after `pos`."""
+    want = [body for tag, body in hunk.lines if tag != b"+"]
+    if not want:
+        raise DiffError("%s: hunk @@ -%d,%d @@ has no context to relocate by" % (fp.path, hunk.old_start, hunk.old_len))
+    hits = [i for i in range(pos, len(old_lines) - len(want) + 1) if old_lines[i : i + len(want)] == want]
+    if len(hits) != 1:
+        raise DiffError(
+            "%s: hunk @@ -%d,%d @@ (first line %r) %s"
+            % (
+                fp.path,
+                hunk.old_start,
+                hunk.old_len,
+                want[0],
+                "matches nowhere" if not hits else "matches %d places" % len(hits),
+            )
+        )
+    return hits[0]
+
+
+def apply_file_patch(fp, original, relocate=False):
     """Apply one FilePatch to `original` bytes (None for a new file); returns the new bytes.
 
-    Strict: each hunk must match exactly at the line its header names (no fuzz, no offset).
+    Strict: each hunk must match exactly at the line its header names (no fuzz, no offset). With
+    `relocate` (porting a diff to another release of the file, never at deploy time) a hunk may sit
+    at another line, provided its context and removed lines occur exactly and only once after the
+    previous hunk.
     """
     if fp.is_new:
         if original is not None:
@@ -165,6 +188,8 @@ def apply_file_patch(fp, original):
     pos = 0  # index into old_lines
     for hunk in fp.hunks:
         start = hunk.old_start - 1 if hunk.old_len else hunk.old_start
+        if relocate and not fp.is_new:
+            start = _relocate(fp, hunk, old_lines, pos)
         if start < pos:
             raise DiffError(
                 "%s: hunk @@ -%d,%d @@ overlaps the previous hunk" % (fp.path, hunk.old_start, hunk.old_len)

@@ -108,3 +108,43 @@ def test_gnu_patch_accepts_our_diffs(tmp_path):
     (tmp_path / "p.diff").write_bytes(ud.make(BASE, new, "m.py"))
     subprocess.run(["patch", "-s", "-p1", "-i", "p.diff"], cwd=tmp_path, check=True)
     assert (tmp_path / "m.py").read_bytes() == new
+
+
+# --- relocate: carrying a diff to another release of the file (make-patchset --port) -------------
+
+
+def _moved(base, extra_top):
+    """The same file with lines inserted above everything: every hunk header is now off."""
+    return b"".join(b"header %d\n" % i for i in range(extra_top)) + base
+
+
+def test_relocate_finds_hunks_that_moved_and_gives_the_same_change():
+    new = BASE.replace(b"line 5\n", b"line five\n").replace(b"line 18\n", b"line 18\nline 18b\n")
+    (fp,) = ud.parse(ud.make(BASE, new, "pkg/mod.py"))
+    shifted = _moved(BASE, 7)
+    with pytest.raises(ud.DiffError, match="context does not match"):
+        ud.apply_file_patch(fp, shifted)  # strict (deploy time): the header's line is authoritative
+    assert ud.apply_file_patch(fp, shifted, relocate=True) == _moved(new, 7)
+
+
+def test_relocate_refuses_a_hunk_whose_context_changed():
+    new = BASE.replace(b"line 10\n", b"line ten\n")
+    (fp,) = ud.parse(ud.make(BASE, new, "pkg/mod.py"))
+    other = _moved(BASE.replace(b"line 9\n", b"line nine\n"), 3)
+    with pytest.raises(ud.DiffError, match=r"pkg/mod.py: hunk @@ -7,7 @@ .* matches nowhere"):
+        ud.apply_file_patch(fp, other, relocate=True)
+
+
+def test_relocate_refuses_an_ambiguous_hunk():
+    block = b"a\nb\nc\nd\ne\nf\ng\n"
+    (fp,) = ud.parse(ud.make(block, block.replace(b"d\n", b"D\n"), "m.py"))
+    with pytest.raises(ud.DiffError, match="matches 2 places"):
+        ud.apply_file_patch(fp, b"x\n" + block + block, relocate=True)
+
+
+def test_relocate_keeps_hunks_in_order():
+    base = b"".join(b"l%d\n" % i for i in range(40))
+    new = base.replace(b"l5\n", b"L5\n").replace(b"l30\n", b"L30\n")
+    (fp,) = ud.parse(ud.make(base, new, "m.py"))
+    moved = b"pad\n" * 11 + base
+    assert ud.apply_file_patch(fp, moved, relocate=True) == b"pad\n" * 11 + new
