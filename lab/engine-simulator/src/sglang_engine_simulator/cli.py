@@ -12,7 +12,7 @@ import sys
 import time
 from decimal import Decimal
 
-from sglang_engine_simulator import config_file, tracebacks
+from sglang_engine_simulator import config_file, ddtree, tracebacks
 from sglang_engine_simulator.config_file import ConfigError
 from sglang_engine_simulator.log import log, raw
 
@@ -255,6 +255,11 @@ def _resolution_errors(args) -> str | None:
                 f"For DFLASH they must match. speculative_num_draft_tokens={draft}, "
                 f"speculative_dflash_block_size={block}."
             )
+        if algo == "DDTREE":  # the ddtree patch sets check the tree budget here (ddtree.py)
+            try:
+                ddtree.resolve(draft or block or 16)
+            except ValueError as exc:
+                return str(exc)
     if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:
         return f"mem_fraction_static must be in (0, 1), got {args.mem_fraction_static}"
     if not 0 <= args.port <= 65535:

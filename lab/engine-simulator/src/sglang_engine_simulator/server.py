@@ -17,7 +17,7 @@ import traceback
 import uuid
 from http import HTTPStatus
 
-from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, tracebacks
+from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, ddtree, tracebacks
 from sglang_engine_simulator.cli import die_with_sigkill, scheduler_exception
 from sglang_engine_simulator.log import access, log, raw
 
@@ -504,6 +504,8 @@ def serve(engine: Engine, start: float) -> int:
     if stop.is_set():  # SIGTERM during warmup
         return 0
     engine.status = "up"
+    if engine.spec_algorithm == "DDTREE":  # the budget it was given, as the ddtree patch set logs it
+        log(ddtree.startup_line(ddtree.resolve(engine.num_draft_tokens)))
     log("The server is fired up and ready to roll!")
     log(f"sglang-engine-simulator: ready {time.monotonic() - start:.2f} s after launch")
 
