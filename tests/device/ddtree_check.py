@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# Copyright: (c) 2026, specdec.sglang contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """DDTree on a real GPU: the ddtree patch set's kernels, losslessness, accept length and budget.
 
 Runs on the device machine against a venv where sglang 0.5.17 has the ddtree-0.5.17 patch set

@@ -1,5 +1,5 @@
-# Copyright: (c) 2026, specdec.sglang contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DDTree tree builder that the ddtree patch sets install into sglang (ddtree_utils.py).
 
 The file is pure Python, so CI tests the very bytes the patch set overlays, on a CPU. The GPU half

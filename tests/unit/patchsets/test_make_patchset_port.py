@@ -1,5 +1,5 @@
-# Copyright: (c) 2026, specdec.sglang contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """scripts/make-patchset: a multi-file set with a new file, made for one release and carried to another."""
 
 import hashlib
