@@ -111,6 +111,37 @@ print(json.dumps(report))
 """
 
 
+MAKE_MODELS = r"""
+import json, os, sys
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3Model
+
+out, block, seed, head_std = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+torch.manual_seed(seed)
+geo = dict(vocab_size=4096, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+           num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
+           rope_theta=1000000.0, tie_word_embeddings=False, torch_dtype="bfloat16")
+target_dir, draft_dir = os.path.join(out, "target"), os.path.join(out, "draft")
+target = Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=4, **geo)).to(torch.bfloat16)
+with torch.no_grad():  # peaked logits: ties between the top two tokens become rare
+    target.lm_head.weight.normal_(0.0, head_std)
+target.save_pretrained(target_dir, safe_serialization=True)
+layer_ids = [1, 2]
+body = Qwen3Model(Qwen3Config(num_hidden_layers=1, **geo)).to(torch.bfloat16)
+state = {k: v.contiguous() for k, v in body.state_dict().items() if not k.startswith("embed_tokens")}
+state["fc.weight"] = (torch.randn(256, 256 * len(layer_ids)) * 0.02).to(torch.bfloat16)
+state["hidden_norm.weight"] = torch.ones(256, dtype=torch.bfloat16)
+os.makedirs(draft_dir, exist_ok=True)
+save_file(state, os.path.join(draft_dir, "model.safetensors"), metadata={"format": "pt"})
+cfg = dict(geo, architectures=["DFlashDraftModel"], model_type="qwen3", num_hidden_layers=1,
+           num_target_layers=4, block_size=block,
+           dflash_config={"block_size": block, "target_layer_ids": layer_ids, "mask_token_id": 4095})
+json.dump(cfg, open(os.path.join(draft_dir, "config.json"), "w"), indent=1)
+print(json.dumps({"target": target_dir, "draft": draft_dir}))
+"""
+
+
 def log(msg):
     print("[ddtree-check] %s" % msg, flush=True)
 
@@ -253,8 +284,10 @@ def budget_lines(log_path):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", required=True, help="the venv's python (sglang 0.5.17 with the ddtree set)")
-    p.add_argument("--target", required=True)
-    p.add_argument("--draft", required=True)
+    p.add_argument("--target", help="target model dir (or --make-models)")
+    p.add_argument("--draft", help="DFlash draft model dir (or --make-models)")
+    p.add_argument("--make-models", metavar="DIR", help="build a tiny random Qwen3 target + DFlash draft here")
+    p.add_argument("--head-std", type=float, default=0.25, help="--make-models: lm_head init std (peaked logits)")
     p.add_argument("--out", required=True)
     p.add_argument("--block", type=int, default=4, help="DFlash block size B (--speculative-num-draft-tokens)")
     p.add_argument("--budgets", default="16,8", help="SGLANG_DDTREE_BUDGET values, one DDTREE server each")
@@ -275,6 +308,21 @@ def main(argv=None):
     t0 = time.monotonic()
     if args.apply_patchset:
         result["patchset"] = apply_patchset(args.python, args.apply_patchset, out)
+    if args.make_models:
+        made = subprocess.run(
+            [args.python, "-c", MAKE_MODELS, args.make_models, str(args.block), "1130", str(args.head_std)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        (out / "make-models.log").write_text(made.stdout + made.stderr)
+        if made.returncode != 0:
+            log("make-models failed: %s" % made.stderr[-3000:])
+            return 2
+        models = json.loads(made.stdout.strip().splitlines()[-1])
+        args.target, args.draft = models["target"], models["draft"]
+    if not (args.target and args.draft):
+        p.error("--target and --draft, or --make-models, are required")
 
     if not args.skip_kernels:
         proc = subprocess.run([args.python, "-c", KERNEL_CHECK, "7"], capture_output=True, text=True, check=False)
@@ -292,6 +340,7 @@ def main(argv=None):
         "--model-path", args.target, "--dtype", "bfloat16", "--attention-backend", "triton",
         "--sampling-backend", "pytorch", "--grammar-backend", "none", "--mem-fraction-static", "0.2",
         "--context-length", "2048", "--max-running-requests", str(max(8, args.prompts)), "--disable-cuda-graph",
+        "--skip-tokenizer-init",
         *args.extra_flag,
     ]  # fmt: skip
     spec = [
