@@ -135,7 +135,9 @@ def ddtree_verify_step(
 
     # --- 1) Per-position top-k of the draft, then the trees on the host (one sync).
     draft_hidden = draft_hidden.view(bs, block, -1)
-    values, indices = draft_topk(draft_hidden, lm_head.weight, config.topk)
+    # Rows past the model's vocabulary (lm_head padding) are never candidates.
+    vocab = int(worker.model_runner.model_config.vocab_size)
+    values, indices = draft_topk(draft_hidden, lm_head.weight[:vocab], config.topk)
     host = torch.cat(
         (
             values.reshape(bs, -1).double(),
