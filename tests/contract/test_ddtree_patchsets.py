@@ -110,7 +110,7 @@ def test_porting_the_0_5_17_set_to_0_5_23_is_refused_by_hunk(sglang_source_tree,
             str(sglang_source_tree),
             "--out",
             str(tmp_path / "port"),
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         check=False,
