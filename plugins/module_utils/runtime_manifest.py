@@ -61,9 +61,9 @@ def validate_manifest(
     reference_venv: str | None = None,
 ) -> list[str]:
     """Every problem with the manifest, each naming the variable and entry; [] when valid."""
-    errors: list[str] = []
     if not isinstance(entries, list) or not entries:
         return [f"{var} must be a non-empty list of packages (name, version, source, ...)"]
+    errors: list[str] = []
     seen: set[str] = set()
     for position, entry in enumerate(entries):
         if not isinstance(entry, dict):
@@ -76,41 +76,59 @@ def validate_manifest(
         elif normalize_name(name) in seen:
             errors.append(f"{where}: listed twice")
         seen.add(normalize_name(name))
-        version = str(entry.get("version") or "")
-        if not version:
-            errors.append(f"{where}: 'version' is required")
-        elif "+" in version:
-            errors.append(f"{where}: version {version!r} carries a local label; put it in 'local' (e.g. local: cu130)")
-        local = str(entry.get("local") or "")
-        if local and not _LOCAL.match(local):
-            errors.append(f"{where}: local label {local!r} is not a PEP 440 local version (e.g. cu130)")
-        source = entry.get("source")
-        if source not in SOURCES:
-            errors.append(f"{where}: source {source!r} is not one of {', '.join(SOURCES)}")
-            continue
-        sha = str(entry.get("sha256") or "").strip().lower()
-        if sha and not _SHA256.match(sha):
-            errors.append(f"{where}: sha256 {entry.get('sha256')!r} is not 64 hex digits")
-        if source == "wheelhouse":
-            if not sha:
-                errors.append(f"{where}: source wheelhouse needs 'sha256' (sha256sum of the wheel file)")
-            wheel = str(entry.get("wheel") or "")
-            if not wheel:
-                errors.append(f"{where}: source wheelhouse needs 'wheel' (controller path of the .whl file)")
-            else:
-                info = wheel_filename_info(wheel)
-                if info is None:
-                    errors.append(f"{where}: wheel {wheel!r} is not a wheel file name (name-version-tags.whl)")
-                elif normalize_name(info[0]) != normalize_name(name) or info[1] != expected_version(entry):
-                    errors.append(
-                        f"{where}: wheel file {wheel.rsplit('/', 1)[-1]!r} is {info[0]} {info[1]},"
-                        f" the entry says {name} {expected_version(entry)}"
-                    )
-        if source == "reference_venv" and not reference_venv:
-            errors.append(
-                f"{where}: source reference_venv needs sglang_runtime_reference_venv"
-                " (path of a known-good venv on the host)"
-            )
+        errors.extend(_version_errors(entry, where))
+        errors.extend(_source_errors(entry, where, reference_venv))
+    return errors
+
+
+def _version_errors(entry: dict, where: str) -> list[str]:
+    errors = []
+    version = str(entry.get("version") or "")
+    if not version:
+        errors.append(f"{where}: 'version' is required")
+    elif "+" in version:
+        errors.append(f"{where}: version {version!r} carries a local label; put it in 'local' (e.g. local: cu130)")
+    local = str(entry.get("local") or "")
+    if local and not _LOCAL.match(local):
+        errors.append(f"{where}: local label {local!r} is not a PEP 440 local version (e.g. cu130)")
+    return errors
+
+
+def _source_errors(entry: dict, where: str, reference_venv: str | None) -> list[str]:
+    source = entry.get("source")
+    if source not in SOURCES:
+        return [f"{where}: source {source!r} is not one of {', '.join(SOURCES)}"]
+    errors = []
+    sha = str(entry.get("sha256") or "").strip().lower()
+    if sha and not _SHA256.match(sha):
+        errors.append(f"{where}: sha256 {entry.get('sha256')!r} is not 64 hex digits")
+    if source == "wheelhouse":
+        errors.extend(_wheelhouse_errors(entry, where, sha))
+    if source == "reference_venv" and not reference_venv:
+        errors.append(
+            f"{where}: source reference_venv needs sglang_runtime_reference_venv"
+            " (path of a known-good venv on the host)"
+        )
+    return errors
+
+
+def _wheelhouse_errors(entry: dict, where: str, sha: str) -> list[str]:
+    errors = []
+    if not sha:
+        errors.append(f"{where}: source wheelhouse needs 'sha256' (sha256sum of the wheel file)")
+    wheel = str(entry.get("wheel") or "")
+    if not wheel:
+        errors.append(f"{where}: source wheelhouse needs 'wheel' (controller path of the .whl file)")
+        return errors
+    info = wheel_filename_info(wheel)
+    name = str(entry.get("name") or "")
+    if info is None:
+        errors.append(f"{where}: wheel {wheel!r} is not a wheel file name (name-version-tags.whl)")
+    elif normalize_name(info[0]) != normalize_name(name) or info[1] != expected_version(entry):
+        errors.append(
+            f"{where}: wheel file {wheel.rsplit('/', 1)[-1]!r} is {info[0]} {info[1]},"
+            f" the entry says {name} {expected_version(entry)}"
+        )
     return errors
 
 
@@ -224,57 +242,14 @@ def check_controller_inputs(
     canonical description of everything that goes into a release (file contents by sha256).
     """
     errors: list[str] = []
-    entries = []
-    for position, entry in enumerate(manifest or []):
-        item = {
-            key: entry.get(key)
-            for key in ("name", "version", "local", "import", "source", "sha256", "index_url")
-            if entry.get(key) not in (None, "")
-        }
-        if entry.get("source") == "wheelhouse" and entry.get("wheel"):
-            wheel = str(entry["wheel"])
-            where = f"sglang_runtime_manifest[{position}] ({entry.get('name')})"
-            if not os.path.isfile(wheel):
-                errors.append(f"{where}: wheel file not found on the controller: {wheel}")
-            else:
-                actual = file_sha256(wheel)
-                want = str(entry.get("sha256") or "").lower()
-                if want and actual != want:
-                    errors.append(
-                        f"{where}: {os.path.basename(wheel)} has sha256 {actual}, the manifest says {want};"
-                        " fix the sha256 or replace the file"
-                    )
-                item["wheel_file"] = os.path.basename(wheel)
-        entries.append(item)
-
-    sglang = dict(sglang or {})
-    sglang_in = {k: sglang.get(k) for k in ("version", "source", "git_url", "git_ref", "index_url", "no_deps")}
-    if sglang.get("source") == "wheel":
-        wheel = str(sglang.get("wheel") or "")
-        if not wheel or not os.path.isfile(wheel):
-            errors.append(f"sglang_runtime_sglang.wheel: wheel file not found on the controller: {wheel or '(empty)'}")
-        else:
-            sglang_in["wheel_file"] = os.path.basename(wheel)
-            sglang_in["wheel_sha256"] = file_sha256(wheel)
-            if sglang.get("sha256") and sglang_in["wheel_sha256"] != str(sglang["sha256"]).lower():
-                errors.append(
-                    f"sglang_runtime_sglang.sha256: {os.path.basename(wheel)} has sha256"
-                    f" {sglang_in['wheel_sha256']}, expected {sglang['sha256']}"
-                )
-            info = wheel_filename_info(wheel)
-            if info and sglang.get("version") and split_version(info[1])[0] != str(sglang["version"]):
-                errors.append(
-                    f"sglang_runtime_sglang.wheel: {os.path.basename(wheel)} is version {info[1]},"
-                    f" sglang_runtime_sglang.version says {sglang['version']}"
-                )
-
+    entries = [_manifest_input(position, entry, errors) for position, entry in enumerate(manifest or [])]
+    sglang_in = _sglang_input(dict(sglang or {}), errors)
     extras = []
     for position, wheel in enumerate(extra_wheels or []):
         if not os.path.isfile(str(wheel)):
             errors.append(f"sglang_runtime_extra_wheels[{position}]: wheel file not found on the controller: {wheel}")
             continue
         extras.append([os.path.basename(str(wheel)), file_sha256(str(wheel))])
-
     patches = []
     for position, directory in enumerate(patch_sets or []):
         if not os.path.isfile(os.path.join(str(directory), "patchset.yml")):
@@ -283,10 +258,59 @@ def check_controller_inputs(
         patches.append(
             {"dir": os.path.basename(os.path.normpath(str(directory))), "files": _tree_digest(str(directory))}
         )
-
     inputs = {"manifest": entries, "sglang": sglang_in, "extra_wheels": extras, "patch_sets": patches}
     canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return {"errors": errors, "inputs": inputs, "inputs_sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+
+
+def _manifest_input(position: int, entry: dict, errors: list[str]) -> dict:
+    """One manifest entry as a release input; a wheelhouse wheel must exist and match its sha256."""
+    item = {
+        key: entry.get(key)
+        for key in ("name", "version", "local", "import", "source", "sha256", "index_url")
+        if entry.get(key) not in (None, "")
+    }
+    if entry.get("source") != "wheelhouse" or not entry.get("wheel"):
+        return item
+    wheel = str(entry["wheel"])
+    where = f"sglang_runtime_manifest[{position}] ({entry.get('name')})"
+    if not os.path.isfile(wheel):
+        errors.append(f"{where}: wheel file not found on the controller: {wheel}")
+        return item
+    actual = file_sha256(wheel)
+    want = str(entry.get("sha256") or "").lower()
+    if want and actual != want:
+        errors.append(
+            f"{where}: {os.path.basename(wheel)} has sha256 {actual}, the manifest says {want};"
+            " fix the sha256 or replace the file"
+        )
+    item["wheel_file"] = os.path.basename(wheel)
+    return item
+
+
+def _sglang_input(sglang: dict, errors: list[str]) -> dict:
+    """The sglang source spec as a release input; a wheel source must exist, match its sha256 and version."""
+    sglang_in = {k: sglang.get(k) for k in ("version", "source", "git_url", "git_ref", "index_url", "no_deps")}
+    if sglang.get("source") != "wheel":
+        return sglang_in
+    wheel = str(sglang.get("wheel") or "")
+    if not wheel or not os.path.isfile(wheel):
+        errors.append(f"sglang_runtime_sglang.wheel: wheel file not found on the controller: {wheel or '(empty)'}")
+        return sglang_in
+    sglang_in["wheel_file"] = os.path.basename(wheel)
+    sglang_in["wheel_sha256"] = file_sha256(wheel)
+    if sglang.get("sha256") and sglang_in["wheel_sha256"] != str(sglang["sha256"]).lower():
+        errors.append(
+            f"sglang_runtime_sglang.sha256: {os.path.basename(wheel)} has sha256"
+            f" {sglang_in['wheel_sha256']}, expected {sglang['sha256']}"
+        )
+    info = wheel_filename_info(wheel)
+    if info and sglang.get("version") and split_version(info[1])[0] != str(sglang["version"]):
+        errors.append(
+            f"sglang_runtime_sglang.wheel: {os.path.basename(wheel)} is version {info[1]},"
+            f" sglang_runtime_sglang.version says {sglang['version']}"
+        )
+    return sglang_in
 
 
 def release_id(inputs_sha256: str, python: dict) -> str:

@@ -68,31 +68,40 @@ def annotate_imports(probe: dict) -> dict:
     return probe
 
 
+# (text in the error, class) for a check that reported a failure, first match wins.
+_CUDA_ERROR_CLASSES = (
+    ("out of memory", "cuda_oom"),
+    ("is_available() is false", "cuda_unavailable"),
+    ("no cuda", "cuda_unavailable"),
+    ("no kernel image", "cuda_unavailable"),
+)
+
+
 def classify_cuda_check(result: dict | None, rc: int | None, stderr: str = "", timed_out: bool = False) -> str:
     """``ok``, ``cuda_hang``, ``cuda_unavailable``, ``cuda_oom``, ``cuda_error``, ``wrong_result``, ``import_error``,
-    ``probe_crashed``."""
+    ``abi_mismatch``, ``probe_crashed``."""
     if timed_out:
         return "cuda_hang"
     if result is None:
-        text = (stderr or "").lower()
-        if "out of memory" in text:
-            return "cuda_oom"
-        if "cuda" in text:
-            return "cuda_error"
-        return "probe_crashed"
+        return _classify_crash(stderr)
     if result.get("ok"):
         return "ok"
     error = (result.get("error") or "").lower()
     stage = result.get("stage")
     if stage == "import":
         return "abi_mismatch" if "undefined symbol" in error else "import_error"
-    if "out of memory" in error:
+    klass = next((name for text, name in _CUDA_ERROR_CLASSES if text in error), None)
+    if klass is None:
+        klass = "wrong_result" if stage == "compare" else "cuda_error"
+    return klass
+
+
+def _classify_crash(stderr: str) -> str:
+    """A check that printed no result: what its stderr says."""
+    text = (stderr or "").lower()
+    if "out of memory" in text:
         return "cuda_oom"
-    if "is_available() is false" in error or "no cuda" in error or "no kernel image" in error:
-        return "cuda_unavailable"
-    if stage == "compare":
-        return "wrong_result"
-    return "cuda_error"
+    return "cuda_error" if "cuda" in text else "probe_crashed"
 
 
 def run_python(

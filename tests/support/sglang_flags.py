@@ -100,14 +100,8 @@ def _class_flags(module: ast.Module, class_name: str, seen: frozenset = frozense
     return flags
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_flags(tree: str) -> frozenset:
-    root = pathlib.Path(tree)
-    server_args = root / "sglang" / "srt" / "server_args.py"
-    if not server_args.is_file():
-        raise SglangFlagsError(f"expected sglang source at {server_args}; run scripts/fetch-sglang")
-    module = ast.parse(server_args.read_text(encoding="utf-8"))
-
+def _scan_server_args(module: ast.Module) -> tuple[dict, list, set]:
+    """From server_args.py: imported names (name -> module), the _INPUT_NAMESPACES list, add_argument flags."""
     imported: dict[str, str] = {}  # class name -> module dotted path
     namespaces: list[str] = []
     flags: set[str] = set()
@@ -125,6 +119,16 @@ def _cached_flags(tree: str) -> frozenset:
                 for arg in node.args
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("-")
             )
+    return imported, namespaces, flags
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_flags(tree: str) -> frozenset:
+    root = pathlib.Path(tree)
+    server_args = root / "sglang" / "srt" / "server_args.py"
+    if not server_args.is_file():
+        raise SglangFlagsError(f"expected sglang source at {server_args}; run scripts/fetch-sglang")
+    imported, namespaces, flags = _scan_server_args(ast.parse(server_args.read_text(encoding="utf-8")))
     if not namespaces:
         raise SglangFlagsError(f"no _INPUT_NAMESPACES list in {server_args}: sglang changed how it builds its CLI")
 
