@@ -199,8 +199,15 @@ def _unsafe(value: Any) -> Any:
     return value
 
 
+class _TemplatesLoader(yaml.SafeLoader):
+    """YAML as Ansible reads awx/templates.yml: a value tagged !unsafe is a plain string (never rendered)."""
+
+
+_TemplatesLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
 def load_templates(path: pathlib.Path = TEMPLATES) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_TemplatesLoader)  # a SafeLoader subclass
 
 
 def job_template(name: str, data: dict | None = None) -> dict:
