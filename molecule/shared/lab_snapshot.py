@@ -48,6 +48,25 @@ try:
 except KeyError:
     user = {"exists": False}
 releases = sorted(os.listdir("/opt/sglang/releases")) if os.path.isdir("/opt/sglang/releases") else []
+
+def unit_processes():
+    # pid -> command line (NULs as spaces) of every process in the unit's cgroup
+    group = run("systemctl", "show", "--property=ControlGroup", "--value", UNIT + ".service")["stdout"].strip()
+    try:
+        with open("/sys/fs/cgroup" + group + "/cgroup.procs") as f:
+            pids = [p.strip() for p in f if p.strip()]
+    except OSError:
+        pids = []
+    found = {}
+    for pid in pids:
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                found[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            pass
+    return found
+
+journal = run("journalctl", "--no-pager", "-o", "cat")["stdout"]
 print(json.dumps({
     "user": user,
     "unit_file": read("/etc/systemd/system/%s.service" % UNIT),
@@ -61,6 +80,10 @@ print(json.dumps({
     "first_main_pid": read("/var/tmp/molecule-first-main-pid").get("content", "").strip(),
     "current": os.readlink("/opt/sglang/current") if os.path.islink("/opt/sglang/current") else None,
     "releases": releases,
+    "unit_processes": unit_processes(),
+    "key_in_journal": bool(KEY) and KEY in journal,
+    "journal_lines": len(journal.splitlines()),
+    "config_file": read("/etc/sglang/%s.yaml" % UNIT),
     "last_good": json.loads(read("/opt/sglang/state/last_good/deploy.json").get("content") or "null"),
 }))
 """

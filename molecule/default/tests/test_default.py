@@ -36,8 +36,9 @@ def test_unit_runs_the_current_release_and_carries_the_hardening_lines(lab):
     for directive in HARDENING:
         assert directive in lines, directive
     assert "User=sglang" in lines
-    # The key is referenced, never written into the unit.
-    assert "    --api-key ${SGLANG_API_KEY}" in lines
+    # The key is read from the --config file, never written into the unit or passed as an argument.
+    assert '    --config "/etc/sglang/sglang.yaml" \\' in lines
+    assert "--api-key" not in unit["content"]
 
 
 def test_unit_file_is_clean_for_systemd_analyze_verify(lab):
@@ -55,10 +56,28 @@ def test_systemd_security_exposure_stays_at_the_documented_level(lab):
     assert exposure <= 3.5
 
 
-def test_environment_file_is_root_only_and_holds_the_key(lab, key):
+def test_environment_file_is_root_only_and_holds_no_key(lab, key):
     env = lab["env_file"]
     assert (env["user"], env["group"], env["mode"]) == ("root", "root", 0o600)
-    assert f'SGLANG_API_KEY="{key}"' in env["content"].splitlines()
+    assert key not in env["content"]
+
+
+def test_config_file_holds_the_key_for_the_service_user_only(lab, key):
+    config = lab["config_file"]
+    assert (config["user"], config["mode"]) == ("sglang", 0o600)
+    assert f'api-key: "{key}"' in config["content"].splitlines()
+
+
+def test_no_process_of_the_unit_shows_the_key_in_its_command_line(lab, key):
+    processes = lab["unit_processes"]
+    assert processes, "expected the unit's processes in its cgroup"
+    assert any("--config /etc/sglang/sglang.yaml" in cmdline for cmdline in processes.values())
+    assert [pid for pid, cmdline in processes.items() if key in cmdline] == []
+
+
+def test_the_journal_never_shows_the_key(lab):
+    assert lab["journal_lines"] > 0
+    assert lab["key_in_journal"] is False
 
 
 def test_service_is_active_enabled_and_listens_on_loopback_only(lab):
@@ -90,4 +109,10 @@ def test_current_points_at_the_recorded_last_good_release(lab):
     record = lab["last_good"]
     assert lab["current"] == f"/opt/sglang/releases/{record['release_id']}"
     assert record["envelope"] == "full"
+    assert record["schema"] == 2
+    # recorded as good only after the stability window and its second generation
+    assert record["settle"]["ok"] is True
+    assert record["settle"]["n_restarts"] == 0
+    assert record["settle"]["stayed_up_s"] >= record["settle"]["settle_s"] > 0
+    assert record["settle"]["second_probe"]["completion_tokens"] > 0
     assert record["release_id"] in lab["releases"]

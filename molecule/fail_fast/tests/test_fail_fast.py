@@ -9,3 +9,10 @@ def test_failed_first_deploy_leaves_the_unit_stopped_and_disabled(lab):
 
 def test_failed_first_deploy_records_no_last_good_release(lab):
     assert lab["last_good"] is None
+
+
+def test_the_report_names_the_exception_the_traceback_ends_with(report):
+    assert report["traceback"].startswith("Traceback (most recent call last):")
+    last_line = report["traceback"].strip().splitlines()[-1]
+    assert report["exception_line"] == last_line
+    assert report["attempts"][-1]["exception_line"] == last_line
