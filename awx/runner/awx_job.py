@@ -327,12 +327,16 @@ def build_private_data_dir(
     host_vars: dict | None = None,
     inventory_source: pathlib.Path | None = None,
     job_timeout: int = 0,
+    job_id: int = 1,
+    workflow: dict | None = None,
     repo: pathlib.Path = REPO,
 ) -> PrivateDataDir:
     """Write the private data dir AWX would write for this template, survey answers and launch prompts.
 
     ``envvars`` is the environment the job's credentials inject (env/envvars); ``host_vars`` are host
     variables set on the AWX inventory; ``launch`` holds the prompted ``limit`` / ``job_type``.
+    ``workflow`` (``{"id": ..., "name": ..., "artifacts": {...}}``) launches the job as a workflow node:
+    the artifacts of the nodes before it become extra vars, with AWX's workflow variables.
     Survey errors are returned, as AWX returns them, and nothing is written then.
     """
     path = pathlib.Path(path)
@@ -348,7 +352,16 @@ def build_private_data_dir(
     copy_project(path / "project", repo)
     inventory = inventory_from_source(inventory_source or repo / "inventory" / "hosts.yml", host_vars, cwd=repo)
     (path / "inventory" / "hosts").write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
-    extravars = {**trusted, **_unsafe(survey_vars)}
+    meta = {
+        "awx_job_id": job_id,
+        "awx_job_template_name": template["name"],
+        "awx_job_launch_type": "workflow" if workflow else "manual",
+    }
+    if workflow:
+        meta.update(awx_workflow_job_id=workflow["id"], awx_workflow_job_name=workflow["name"])
+        survey_vars = {**workflow.get("artifacts", {}), **survey_vars}
+        pdd.extra_vars = {**trusted, **survey_vars}
+    extravars = {**trusted, **_unsafe(survey_vars), **meta}
     (path / "env" / "extravars").write_text(yaml.dump(extravars, Dumper=_Dumper, sort_keys=False), encoding="utf-8")
     settings = {"job_timeout": int(job_timeout), "suppress_ansible_output": True, "pexpect_timeout": 5}
     (path / "env" / "settings").write_text(yaml.safe_dump(settings), encoding="utf-8")
