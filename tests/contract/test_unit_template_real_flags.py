@@ -26,7 +26,7 @@ def test_unit_template_renders_only_real_sglang_flags(sglang_source_tree, launch
         "--served-model-name",
         "--attention-backend",
         "--trust-remote-code",
-        "--api-key",
+        "--config",
         "--context-length",
         "--disable-cuda-graph",
         "--speculative-dflash-block-size",
