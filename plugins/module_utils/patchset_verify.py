@@ -112,10 +112,10 @@ def run(cfg: dict) -> dict:
     return res
 
 
-def main(argv: list) -> int:
-    print(json.dumps(run(json.loads(argv[0]))))
-    return 0
+def main(argv: list) -> None:
+    """Run the config in argv[0]; the report is the last line of stdout (the process exits 0)."""
+    sys.stdout.write(json.dumps(run(json.loads(argv[0]))) + "\n")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

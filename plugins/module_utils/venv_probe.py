@@ -126,14 +126,12 @@ def cuda(spec: dict) -> dict:
 PROGRAMS = {"packages": packages, "cuda": cuda}
 
 
-def main(argv: list) -> int:
+def main(argv: list) -> None:
+    """Run the program the spec in argv[0] names; its result goes to stdout between the marker lines."""
     spec = json.loads(argv[0])
     out = PROGRAMS[spec["program"]](spec)
-    print(BEGIN)
-    print(json.dumps(out))
-    print(END)
-    return 0
+    sys.stdout.write("%s\n%s\n%s\n" % (BEGIN, json.dumps(out), END))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])
