@@ -5,11 +5,21 @@
 from __future__ import annotations
 
 import os
+import re
 
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError, check_all
+
+
+def _with_origin(message: str, task_vars: dict) -> str:
+    """Name the variable a templated value came from, so the user sees which one to fix."""
+    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)", message)
+    raw = task_vars.get(match.group(1)) if match else None
+    if isinstance(raw, str) and "{{" in raw:
+        return f"{message} (its value comes from {raw.strip()})"
+    return message
 
 
 class ActionModule(ActionBase):
@@ -54,9 +64,10 @@ class ActionModule(ActionBase):
             except Exception as exc:  # any templating failure is this variable's error
                 errors.append(f"{name}: cannot be templated: {str(exc).splitlines()[0]}")
         try:
-            errors.extend(check_all(values, specs, rules))
+            found = check_all(values, specs, rules)
         except SpecError as exc:
             raise AnsibleError(f"validate_inputs ({owner}): {exc}") from exc
+        errors.extend(_with_origin(message, task_vars) for message in found)
         result.update(changed=False, checked=sorted(values), deferred=sorted(deferred), errors=errors)
         if errors:
             result["failed"] = True

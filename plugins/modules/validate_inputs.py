@@ -13,9 +13,9 @@ author: specdec maintainers (@specdec)
 description:
   - Checks every variable of the calling role's argument spec (C(meta/argument_specs.yml), entry point
     O(entry_point)) that is set, then the role's extra O(rules). Runs on the controller; no host is contacted.
-  - A string is never read as a list or a dict (Ansible's own argument spec validation splits C("1,2") into a
-    list, and a role reading the string would see C("1") and C(","): refused here, with the C(-e) JSON that
-    passes a list). Integers, floats and booleans given as strings (C(-e name=value)) are accepted.
+  - A string is never read as a list or a dict. Ansible's own argument spec validation splits C("1,2") into a
+    list, and a role reading the string would see C("1") and C(","); here it is refused, with the C(-e) JSON that
+    passes a list. Integers, floats and booleans given as strings (C(-e name=value)) are accepted.
   - Each message names the variable, the value found and the values allowed.
   - The checks live in C(plugins/module_utils/validation.py).
 options:
@@ -24,7 +24,7 @@ options:
       - Extra checks per variable. Keys C(min), C(max) (numbers, or each list element), C(pattern) and C(means)
         (a regex and its description), C(abs_path) and C(allow_empty), C(non_empty), C(unique) (lists),
         C(keys), C(required_keys), C(key_pattern), C(keys_not_in), C(value_pattern) and C(value_means) (dicts),
-        C(batch_size) (Ansible's C(serial): a count, a percentage or a list of those).
+        C(batch_size) (Ansible's C(serial), a count, a percentage or a list of those).
     type: dict
     default: {}
   specs:

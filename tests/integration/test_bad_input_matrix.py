@@ -1,0 +1,300 @@
+"""Bad-input matrix: every wrong input fails before any task runs on the host, naming the variable and what is allowed.
+
+Each case runs the real playbook (deploy.yml, playbooks/rollback.yml, playbooks/stop.yml) against one
+lab host (a podman container with systemd, started once for the module and never deployed to) with
+bad extra vars, and asserts:
+
+- ansible-playbook failed as a play failure (rc 2), not a crash (rc 250);
+- the play that touches hosts never started, and the tasks recap lists only validation tasks;
+- the failure message names the variable and the values allowed;
+- no deprecation warning was printed (deprecations are forced visible);
+
+and, after the whole matrix, that the lab host was never contacted (no Ansible directory in it).
+A control case with valid input shows the same command does reach the host.
+Cases run two at a time.
+"""
+
+import concurrent.futures
+import json
+import os
+import pathlib
+import re
+import subprocess
+import typing
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PREFIX = "specdec-badin-"
+CONTAINER = PREFIX + "lab1"
+SECRET = "s3cret-matrix-key"
+
+
+class Bad(typing.NamedTuple):
+    playbook: str
+    extra: list  # -e values
+    variable: str  # must appear in the message
+    allowed: tuple  # each must appear in the message
+    absent: tuple  # none may appear anywhere in the output
+
+
+def case(case_id, playbook, extra, variable, *allowed, absent=()):
+    """One bad input: ``extra`` (list of -e values); ``variable`` and ``allowed`` must appear in the message."""
+    return pytest.param(Bad(playbook, extra, variable, allowed, absent), id=case_id)
+
+
+DEPLOY, ROLLBACK, STOP = "deploy.yml", "playbooks/rollback.yml", "playbooks/stop.yml"
+PASS_LIST = "pass it as JSON: -e '"
+
+CASES = [
+    # --- strings given for lists or dicts (never read character by character) ---------------------
+    case("gpus-string", DEPLOY, ["sglang_preflight_gpus=12"], "sglang_preflight_gpus",
+         "must be a list of str, not a string", """-e '{"sglang_preflight_gpus": ["12"]}'"""),
+    case("gpus-comma-string", DEPLOY, ["sglang_preflight_gpus=1,2"], "sglang_preflight_gpus",
+         """-e '{"sglang_preflight_gpus": ["1", "2"]}'"""),
+    case("excluded-gpus-string", DEPLOY, ["sglang_preflight_excluded_gpus=1"], "sglang_preflight_excluded_gpus",
+         "must be a list of str", PASS_LIST),
+    case("ladder-string", DEPLOY, ["sglang_service_envelope_ladder=small"], "sglang_service_envelope_ladder",
+         "must be a list of str", """-e '{"sglang_service_envelope_ladder": ["small"]}'"""),
+    case("extra-flags-string", DEPLOY, ["sglang_service_extra_flags=--port=1"], "sglang_service_extra_flags",
+         "must be a list of str", PASS_LIST),
+    case("read-write-paths-string", DEPLOY, ["sglang_service_read_write_paths=/data"],
+         "sglang_service_read_write_paths", "must be a list of path", PASS_LIST),
+    case("gpu-uuids-string", DEPLOY, ["sglang_service_gpu_uuids=GPU-1234"], "sglang_service_gpu_uuids",
+         "must be a list of str", PASS_LIST),
+    case("patch-sets-string", DEPLOY, ["sglang_deploy_patch_sets=/tmp/ddtree"], "sglang_deploy_patch_sets",
+         "must be a list of str", PASS_LIST),
+    case("environment-string", DEPLOY, ["sglang_service_environment=A=1"], "sglang_service_environment",
+         "must be a dict", PASS_LIST),
+    case("limits-list", DEPLOY, ['{"sglang_service_limits": ["NOFILE"]}'], "sglang_service_limits",
+         "must be a dict"),
+    # --- play-level integers and percentages (templated into serial / max_fail_percentage) ---------
+    case("serial-banana", DEPLOY, ["sglang_deploy_serial=banana"], "sglang_deploy_serial",
+         'a host count >= 1 (such as 1), a percentage of the hosts (such as "25%")'),
+    case("serial-zero", DEPLOY, ["sglang_deploy_serial=0"], "sglang_deploy_serial", "a host count >= 1"),
+    case("serial-over-100-percent", DEPLOY, ["sglang_deploy_serial=150%"], "sglang_deploy_serial",
+         "a percentage of the hosts"),
+    case("serial-empty-list", DEPLOY, ['{"sglang_deploy_serial": []}'], "sglang_deploy_serial", "or a list of those"),
+    case("max-fail-text", DEPLOY, ["sglang_deploy_max_fail_percentage=lots"], "sglang_deploy_max_fail_percentage",
+         "must be a number"),
+    case("max-fail-over-100", DEPLOY, ["sglang_deploy_max_fail_percentage=101"],
+         "sglang_deploy_max_fail_percentage", "must be in 0-100"),
+    # --- ranges -------------------------------------------------------------------------------------
+    case("port-privileged", DEPLOY, ["sglang_service_port=80"], "sglang_service_port", "must be in 1024-65535"),
+    case("port-too-high", DEPLOY, ["sglang_service_port=70000"], "sglang_service_port", "must be in 1024-65535"),
+    case("port-text", DEPLOY, ["sglang_service_port=http"], "sglang_service_port", "must be an integer"),
+    case("tp-zero", DEPLOY, ["sglang_service_tp_size=0"], "sglang_service_tp_size", "must be in 1-64"),
+    case("gpu-count-negative", DEPLOY, ["sglang_preflight_gpu_count=-1"], "sglang_preflight_gpu_count",
+         "must be in 0-64"),
+    case("nvidia-smi-timeout-zero", DEPLOY, ["sglang_preflight_nvidia_smi_timeout_s=0"],
+         "sglang_preflight_nvidia_smi_timeout_s", "must be in 1-3600"),
+    case("keep-releases-zero", DEPLOY, ["sglang_service_keep_releases=0"], "sglang_service_keep_releases",
+         "must be in 1-100"),
+    # --- unknown choices and malformed values -------------------------------------------------------
+    case("algorithm-unknown", DEPLOY, ["sglang_service_speculative_algorithm=EAGLE"],
+         "sglang_service_speculative_algorithm", "must be one of DFLASH, DDTREE"),
+    case("launch-style-unknown", DEPLOY, ["sglang_service_launch_style=docker"], "sglang_service_launch_style",
+         "must be one of serve, launch_server, engine_simulator"),
+    case("bool-unknown", DEPLOY, ["sglang_service_trust_remote_code=maybe"], "sglang_service_trust_remote_code",
+         "must be a boolean, one of true, false"),
+    case("gpu-id-malformed", DEPLOY, ['{"sglang_preflight_gpus": ["gpu1"]}'], "sglang_preflight_gpus[0]",
+         'a GPU index ("1"), UUID ("GPU-...") or PCI bus id'),
+    case("cuda-version-format", DEPLOY, ["sglang_preflight_required_cuda_version=13"],
+         "sglang_preflight_required_cuda_version", 'a CUDA version such as "13.0"'),
+    case("python-unsupported", DEPLOY, ["sglang_runtime_python_version=3.9"], "sglang_runtime_python_version",
+         "allowed: 3.11, 3.12"),
+    case("unit-name-empty", DEPLOY, ["sglang_service_unit_name="], "sglang_service_unit_name",
+         "a systemd unit name of [A-Za-z0-9_.@-]"),
+    case("unit-name-suffix", DEPLOY, ["sglang_service_unit_name=sglang.service"], "sglang_service_unit_name",
+         'without ".service"'),
+    case("limits-unknown-key", DEPLOY, ['{"sglang_service_limits": {"FOO": 1}}'], "sglang_service_limits",
+         "allowed keys: NOFILE, MEMLOCK, NPROC, CORE, STACK"),
+    case("probe-unknown-key", DEPLOY, ['{"sglang_service_probe": {"prompt": "hi", "timeot": 5}}'],
+         "sglang_service_probe", "allowed keys: prompt, max_new_tokens"),
+    case("environment-reserved", DEPLOY, ['{"sglang_service_environment": {"CUDA_VISIBLE_DEVICES": "0"}}'],
+         "sglang_service_environment", "reserved: CUDA_VISIBLE_DEVICES, SGLANG_API_KEY"),
+    case("secret-of-wrong-type-is-hidden", DEPLOY, ['{"sglang_service_api_key": ["%s"]}' % SECRET],
+         "sglang_service_api_key", "must be a string", absent=(SECRET,)),
+    # --- empty values -------------------------------------------------------------------------------
+    case("ladder-empty", DEPLOY, ['{"sglang_service_envelope_ladder": []}'], "sglang_service_envelope_ladder",
+         "must list at least one item"),
+    case("gpus-null", DEPLOY, ['{"sglang_preflight_gpus": null}'], "sglang_preflight_gpus", "must be set"),
+    # --- paths --------------------------------------------------------------------------------------
+    case("model-path-relative", DEPLOY, ["sglang_service_model_path=models/qwen"], "sglang_service_model_path",
+         "must be an absolute path"),
+    case("model-path-whitespace", DEPLOY, ['{"sglang_service_model_path": "/models/my model"}'],
+         "sglang_service_model_path", "without whitespace"),
+    case("runtime-root-relative", DEPLOY, ["sglang_runtime_root=opt/sglang"], "sglang_runtime_root",
+         "must be an absolute path"),
+    case("disk-path-relative", DEPLOY, ["sglang_preflight_disk_path=sglang"], "sglang_preflight_disk_path",
+         "must be an absolute path"),
+    case("read-write-path-relative", DEPLOY, ['{"sglang_service_read_write_paths": ["data"]}'],
+         "sglang_service_read_write_paths[0]", "must be an absolute path"),
+    # --- combinations (checks across variables) -----------------------------------------------------
+    case("gpu-selected-and-excluded", DEPLOY,
+         ['{"sglang_preflight_gpus": ["1"], "sglang_preflight_excluded_gpus": ["1"]}'],
+         "sglang_preflight_excluded_gpus", "in both sglang_preflight_gpus and"),
+    case("gpu-index-beyond-count", DEPLOY,
+         ['{"sglang_preflight_gpus": ["9"], "sglang_preflight_expected_gpu_count": 8}'],
+         "sglang_preflight_gpus", "allowed indices 0-7"),
+    case("tp-does-not-divide-gpus", DEPLOY, ['{"sglang_preflight_gpus": ["0", "1", "2"], "sglang_service_tp_size": 2}'],
+         "sglang_service_tp_size", "allowed: a divisor of 3 (1, 3)"),
+    case("ladder-unknown-envelope", DEPLOY, ['{"sglang_service_envelope_ladder": ["huge"]}'],
+         "sglang_service_envelope_ladder", "allowed: names of sglang_service_envelopes (full, small, small-nograph)"),
+    case("envelope-fraction-above-1", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 1.5}}}'],
+         "sglang_service_envelopes.full", "a number strictly between 0 and 1"),
+    case("managed-flag-in-extra-flags", DEPLOY, ['{"sglang_service_extra_flags": ["--port=1"]}'],
+         "sglang_service_extra_flags", "which the role manages"),
+    case("draft-tokens-not-block-size", DEPLOY, ["sglang_service_speculative_num_draft_tokens=8"],
+         "sglang_service_speculative_num_draft_tokens", "must equal sglang_service_dflash_block_size=16"),
+    case("ddtree-budget-with-dflash", DEPLOY, ["sglang_service_ddtree_budget=4"], "sglang_service_ddtree_budget",
+         "allowed with DFLASH: 0"),
+    case("probe-timeout-beyond-startup", DEPLOY, ['{"sglang_service_probe": {"prompt": "hi", "timeout": 300}}'],
+         "sglang_service_probe.timeout", "must be below sglang_service_startup_timeout_s=120"),
+    case("test-double-not-allowed", DEPLOY, ["sglang_service_allow_test_double=false"],
+         "sglang_service_allow_test_double", "allowed in production: serve, launch_server"),
+    # --- rollback and stop --------------------------------------------------------------------------
+    case("rollback-release-traversal", ROLLBACK, ["sglang_rollback_release=../../etc"], "sglang_rollback_release",
+         "a release id of [A-Za-z0-9._-]"),
+    case("rollback-release-list", ROLLBACK, ['{"sglang_rollback_release": ["a"]}'], "sglang_rollback_release",
+         "must be a string"),
+    case("rollback-serial-banana", ROLLBACK, ["sglang_deploy_serial=banana"], "sglang_deploy_serial",
+         "a host count >= 1"),
+    case("rollback-port-privileged", ROLLBACK, ["sglang_service_port=22"], "sglang_service_port",
+         "must be in 1024-65535"),
+    case("stop-disable-maybe", STOP, ["sglang_stop_disable=maybe"], "sglang_stop_disable",
+         "must be a boolean, one of true, false"),
+    case("stop-unit-name-path", STOP, ["sglang_service_unit_name=../sglang"], "sglang_service_unit_name",
+         "a systemd unit name of [A-Za-z0-9_.@-]"),
+]  # fmt: skip
+
+CASE_IDS = [c.id for c in CASES]
+CONTROL = ("control-valid-input", DEPLOY, ["sglang_deploy_serial=1", "sglang_service_port=30001"])
+HOST_PLAYS = {
+    DEPLOY: "Deploy",
+    ROLLBACK: "Roll back to the previous or a named release",
+    STOP: "Stop the SGLang service",
+}
+
+
+def env():
+    e = dict(os.environ)
+    e.update(
+        CONTAINERS_CONF=str(REPO / "lab" / "containers.conf"),
+        SPECDEC_LAB_PREFIX=PREFIX,
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_DEPRECATION_WARNINGS="1",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+    )
+    return e
+
+
+def sh(argv, timeout=600, check=True):
+    proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def play(playbook, extra):
+    argv = ["ansible-playbook", playbook, "-l", "lab1"]
+    for value in extra:
+        argv += ["-e", value]
+    proc = sh(argv, timeout=300, check=False)
+    return {"rc": proc.returncode, "out": proc.stdout + proc.stderr}
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    """Run every case (two at a time) against one fresh lab host, then the control case."""
+    lab = str(REPO / "lab" / "bin" / "lab")
+    sh([lab, "down"], timeout=120, check=False)
+    sh([lab, "up", "1"])
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {c.id: pool.submit(play, c.values[0].playbook, c.values[0].extra) for c in CASES}
+            results = {case_id: future.result() for case_id, future in futures.items()}
+        contacted = sh(
+            ["podman", "exec", CONTAINER, "sh", "-c", "ls -d /root/.ansible /tmp/.ansible* 2>/dev/null || true"]
+        )
+        results["_host_ansible_dirs"] = contacted.stdout.split()
+        results[CONTROL[0]] = play(CONTROL[1], CONTROL[2])
+        yield results
+    finally:
+        sh([lab, "down"], timeout=120, check=False)
+
+
+def validation_task_names(playbook):
+    """Names of the tasks that run before a host is contacted: the first play's and the roles' validate entry points."""
+    names = set()
+    first = yaml.safe_load((REPO / playbook).read_text())
+    imported = first[0].get("ansible.builtin.import_playbook")
+    if imported:
+        first = yaml.safe_load((REPO / playbook).parent.joinpath(imported).read_text())
+    names.update(t["name"] for t in first[0]["tasks"])
+    for validate in REPO.glob("roles/*/tasks/validate.yml"):
+        names.update(t["name"] for t in yaml.safe_load(validate.read_text()))
+    return names
+
+
+def tasks_recap(out):
+    """Task names listed by the profile_tasks recap at the end of the run."""
+    if "TASKS RECAP" not in out:
+        return []
+    names = []
+    for line in out.split("TASKS RECAP", 1)[1].splitlines():
+        match = re.match(r"^(?:[\w.]+ : )?(.+?) -+ [0-9.]+s$", line.strip())
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+def failure_messages(out):
+    messages = []
+    for line in out.splitlines():
+        if re.match(r"^(fatal|failed): \[lab1\]( \(item=[^)]*\))?(: FAILED!)? => ", line):
+            data = json.loads(line.split("=> ", 1)[1])
+            messages.append(data.get("msg", ""))
+    return messages
+
+
+@pytest.mark.parametrize("bad", CASES)
+def test_bad_input_fails_before_the_host_naming_variable_and_allowed_values(matrix, request, bad):
+    result = matrix[request.node.callspec.id]
+    out = result["out"]
+    assert result["rc"] == 2, f"expected a play failure (rc 2), got rc {result['rc']}:\n{out[-3000:]}"
+    assert f"PLAY [{HOST_PLAYS[bad.playbook]}]" not in out, "the play that touches hosts started"
+    recap = tasks_recap(out)
+    assert recap, f"no tasks recap in the output:\n{out[-2000:]}"
+    allowed_names = validation_task_names(bad.playbook)
+    host_tasks = [n for n in recap if n not in allowed_names and not n.startswith("Validating arguments against")]
+    assert host_tasks == []
+    messages = failure_messages(out)
+    assert len(messages) == 1, out[-3000:]
+    assert bad.variable in messages[0]
+    for text in bad.allowed:
+        assert text in messages[0]
+    for text in bad.absent:
+        assert text not in out
+    assert "[DEPRECATION WARNING]" not in out
+
+
+def test_the_matrix_lists_at_least_thirty_cases_over_all_three_playbooks():
+    assert len(CASE_IDS) == len(set(CASE_IDS)) >= 30
+    assert {c.values[0].playbook for c in CASES} == {DEPLOY, ROLLBACK, STOP}
+
+
+def test_no_case_contacted_the_lab_host(matrix):
+    assert matrix["_host_ansible_dirs"] == []
+
+
+def test_valid_input_reaches_the_host_without_deprecation_warnings(matrix):
+    """Control: the same command with valid input passes validation and runs tasks on the host."""
+    out = matrix[CONTROL[0]]["out"]
+    assert "PLAY [Deploy]" in out, out[-3000:]
+    assert "specdec.sglang.sglang_preflight : Check model paths" in out or "Look for config.json" in out
+    assert "[DEPRECATION WARNING]" not in out
