@@ -38,8 +38,10 @@ options:
     default: main
 attributes:
   check_mode:
+    description: Runs the same in check mode; it changes nothing.
     support: full
   action:
+    description: An action plugin; it needs no connection to the host.
     support: full
 notes:
   - An action plugin; it needs no connection to the host.
