@@ -29,9 +29,13 @@ FAULTS = (
     "empty_output",
     "empty_text",
     "scheduler_death",
+    "dies_after_first_answer",
     "spec_mismatch",
     "low_acceptance",
 )
+# Faults that kill a serving engine FAULT_AFTER_S after the ready line (scheduler_death) or after
+# its first client generation was answered (dies_after_first_answer).
+DEATH_FAULTS = ("scheduler_death", "dies_after_first_answer")
 START_FAULTS = ("crash_on_start", "not_enough_memory", "cuda_oom", "cuda_error", "abi_mismatch")
 
 # sglang 0.5.23 sglang/srt/arg_groups/choices.py ATTENTION_BACKEND_CHOICES
@@ -191,7 +195,7 @@ def settings_from_env(env=None) -> Settings:
         fault=fault,
         load_s=_env_float(env, "SGLANG_SIM_LOAD_S", 0.5),
         warmup_s=_env_float(env, "SGLANG_SIM_WARMUP_S", 0.5),
-        fault_after_s=_env_float(env, "SGLANG_SIM_FAULT_AFTER_S", 2.0 if fault == "scheduler_death" else 1.0),
+        fault_after_s=_env_float(env, "SGLANG_SIM_FAULT_AFTER_S", 2.0 if fault in DEATH_FAULTS else 1.0),
         death_grace_s=_env_float(env, "SGLANG_SIM_DEATH_GRACE_S", 3.0),
         health_timeout_s=_env_float(env, "SGLANG_SIM_HEALTH_TIMEOUT_S", health_default),
         tokens_per_s=_env_float(env, "SGLANG_SIM_TOKENS_PER_S", 200.0, positive=True),

@@ -76,6 +76,11 @@ class Engine:
         """Fault behaviour that happens when the scheduler gets a batch."""
         if not self.scheduler_alive():
             self.hang()
+        if not internal and self.fault == "dies_after_first_answer":
+            with self._lock:
+                arm, self._death_armed = not getattr(self, "_death_armed", False), True
+            if arm:  # this first answer is served; the scheduler dies FAULT_AFTER_S later
+                threading.Thread(target=_scheduler_death, args=(self,), daemon=True).start()
         if internal or self.fault != "crash_on_first_generation":
             return
         with self._lock:
