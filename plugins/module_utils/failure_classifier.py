@@ -37,7 +37,8 @@ SIGNATURES = (
     # sglang's KV pool came out empty: the static memory fraction is too small.
     Signature(
         "oom_mem_fraction",
-        r"Not enough memory\. Please try to increase --mem-fraction-static|increase --mem-fraction-static",
+        r"Not enough memory\. Please try to increase --mem-fraction-static|increase --mem-fraction-static|"
+        r"leave no GPU memory for the KV cache|[Rr]aise --mem-fraction-static",
         "the KV cache does not fit: raise --mem-fraction-static, or lower --context-length / "
         "--max-running-requests (the next smaller envelope)",
     ),
@@ -100,8 +101,8 @@ SIGNATURES = (
     Signature(
         "scheduler_died",
         r"Subprocess \S+ \(pid=\d+\) crashed with exit code|Rank \d+ scheduler (?:died|is dead)",
-        "a scheduler process died: exit code -9 usually means the host OOM killer "
-        "(dmesg -T | grep -i oom); otherwise read the traceback above it",
+        "a scheduler process died: exit code -9 is SIGKILL, usually the host OOM killer "
+        "(dmesg -T | grep -i oom) or an operator; otherwise read the traceback above it",
     ),
     # Signs of a stuck engine, logged by sglang itself.
     Signature(
@@ -120,10 +121,17 @@ SIGNATURES = (
 # Rows that only say *that* something died, not why: a specific row anywhere in the log wins.
 GENERIC_CLASSES = frozenset(("scheduler_died", "warmup_failed"))
 
+# Lines sglang logs at every start and then serves anyway: never a cause. (0.5.17 without the
+# optional openai-harmony package: "OpenAI Responses API (/v1/responses) disabled: ...
+# (ModuleNotFoundError: No module named 'openai_harmony')".)
+BENIGN = re.compile(r"\bdisabled\b[^\n]*\((?:ModuleNotFoundError|ImportError)\b")
+
 # Classes decided by the readiness state machine, not by log text.
 VERDICT_HINTS = {
     "crashed_on_start": "the process died before serving: read `exception_line` and `traceback`; "
     "fix the cause before restarting (a restart will fail the same way)",
+    "died_while_serving": "the server died after it had been ready, with nothing in its log saying why: "
+    "check the host (dmesg -T for the OOM killer, nvidia-smi for a lost GPU) and who stopped it",
     "not_started": "the unit is not loaded or was never started: check the unit name and start it first",
     "restart_loop": "systemd keeps restarting a failing process: read `cause_class` and `traceback` "
     "of the first failed start; restarting will not fix it",
@@ -164,11 +172,19 @@ def hint_for(failure_class):
     return None
 
 
+def _without_benign(text):
+    if not text or not BENIGN.search(text):
+        return text
+    return "\n".join(line for line in text.splitlines() if not BENIGN.search(line))
+
+
 def classify(text):
     """Return the first table row matching ``text`` as a Classification, or None.
 
-    ``line`` is the log line that matched (stripped), for the result's ``reason``.
+    ``line`` is the log line that matched (stripped), for the result's ``reason``. Lines of
+    ``BENIGN`` (logged at every start, survived) never match.
     """
+    text = _without_benign(text)
     if not text:
         return None
     for row, regex in _COMPILED:
@@ -182,7 +198,10 @@ def classify(text):
 
 
 def classify_failure(traceback_text, log_text):
-    """Classify a failed start: the last traceback decides first, then the whole log.
+    """Classify a failed start: the last traceback decides first, then the log.
+
+    Give it the fatal part of the log (``journal.fatal_region``: what was logged after the last sign
+    of progress), so that an error logged and survived earlier in the start never decides.
 
     A generic class (``GENERIC_CLASSES``: "a scheduler died", "warmup failed") from the last
     traceback gives way to a specific match elsewhere in the log: sglang's main process often

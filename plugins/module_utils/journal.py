@@ -99,6 +99,73 @@ def split_lines(text):
     return (text or "").splitlines()
 
 
+# -- the returned log: no colour codes, no wall of health-poll access lines -------------------
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# uvicorn access lines of the polls a readiness check (or a load balancer) sends while warming:
+#   [2026-11-30 18:00:01] INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 503 Service Unavailable
+POLL_ACCESS = re.compile(
+    r'"(?P<method>GET|HEAD) (?P<path>/health(?:_generate)?|/v1/models|/get_model_info|/ready|/model_info)'
+    r'(?:\?[^ "]*)? HTTP/[\d.]+" (?P<status>\d{3})'
+)
+# A run of poll lines longer than this keeps its first line plus one summary line.
+POLL_RUN_KEEP = 2
+
+
+def strip_ansi(text):
+    """``text`` without ANSI escape sequences (sglang colours its log lines)."""
+    return ANSI.sub("", text or "")
+
+
+def _poll_summary(run):
+    counts = {}
+    for _, key in run:
+        counts[key] = counts.get(key, 0) + 1
+    parts = ", ".join("%d x %s" % (n, key) for key, n in counts.items())
+    return "[%d more health-poll access lines: %s]" % (len(run) - 1, parts)
+
+
+def collapse_polls(text):
+    """Runs of health-poll access lines (``GET /health`` 503 every half second) as their first line
+    plus one summary line; every other line is kept as it is."""
+    out, run = [], []
+
+    def flush():
+        if len(run) > POLL_RUN_KEEP:
+            out.append(run[0][0])
+            out.append(_poll_summary(run))
+        else:
+            out.extend(line for line, _ in run)
+        run.clear()
+
+    for line in split_lines(text):
+        match = POLL_ACCESS.search(line)
+        if match:
+            run.append((line, "%s %s -> %s" % (match["method"], match["path"], match["status"])))
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def clean(text):
+    """The log as returned and classified: ANSI codes stripped, health-poll runs collapsed."""
+    return collapse_polls(strip_ansi(text))
+
+
+def fatal_region(text):
+    """The part of a log that can hold the cause of a death: everything after the last progress line.
+
+    What was logged before the server last made progress (loaded weights, allocated the KV cache,
+    said it is ready) was survived, so it cannot be why the process died.
+    """
+    lines = split_lines(text)
+    for index in range(len(lines) - 1, -1, -1):
+        if PROGRESS.search(lines[index]) and not _ERRORISH.search(lines[index]):
+            return "\n".join(lines[index + 1 :])
+    return text or ""
+
+
 def _traceback_starts(lines):
     return [i for i, line in enumerate(lines) if TRACEBACK_HEADER in line]
 

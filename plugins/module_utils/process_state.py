@@ -132,6 +132,18 @@ class ProcessWatcher:
             return WatchState(False, dead=True, description=what, detail=detail)
         return WatchState(True, description="process %d is running (state %s)" % (pid, state), detail=detail)
 
+    def started_ago(self):
+        """Seconds since the watched process started (``/proc`` start time against the uptime), or None."""
+        if self.first_start is None:
+            return None
+        try:
+            with open(os.path.join(self.proc_root, "uptime"), encoding="ascii") as handle:
+                uptime = float(handle.read().split()[0])
+            ticks = os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+        return max(0.0, uptime - int(self.first_start) / float(ticks))
+
     @staticmethod
     def log_settled(text):
         """A log file is written by the process itself: nothing lags its death."""

@@ -9,7 +9,16 @@ their own timeout has passed on the injected clock.
 
 Phases: ``loading`` (port closed) -> ``warming`` (``/health`` 503) -> ``probing`` (a real
 generation) -> ``verifying`` (server info: speculative algorithm, accept length) ->
-``ready``; any verdict other than ready is phase ``failed`` with ``failed_in_phase``.
+``ready``; any verdict other than ready is phase ``failed`` with ``failed_in_phase``. A death
+after the server logged that it is ready is ``failed_in_phase: serving`` (it had been serving,
+whatever this run had seen of it).
+
+A death is classified from the fatal part of the log (after the last progress line), never from
+an error logged and survived earlier in the start. The returned log has no ANSI codes and its
+runs of health-poll access lines are collapsed.
+
+``time_to_ready_s`` counts from the start of the process or unit when the watcher knows it
+(``started_ago()``), else from the module's start; ``elapsed_s`` is always the module's own time.
 
 ``clock`` and ``sleep`` are injected (a fake clock drives the unit tests).
 
@@ -105,6 +114,18 @@ def extract_server(info):
     return server
 
 
+def speculation_evidence(probe):
+    """Whether a probe's own answer proves speculative decoding ran: spec_verify_ct > 0 or an accept length."""
+    if not isinstance(probe, dict):
+        return False
+    try:
+        if int(probe.get("spec_verify_ct") or 0) > 0:
+            return True
+    except (TypeError, ValueError):
+        pass
+    return probe.get("spec_accept_length") is not None
+
+
 class Readiness:
     """One readiness run. ``run()`` waits for a verdict; ``snapshot()`` reports without waiting."""
 
@@ -118,8 +139,10 @@ class Readiness:
         self.progress = None
         self.probe = {}
         self.server = {}
-        self.warnings = []
+        self.notes = []
         self._start = None
+        self._origin = None
+        self._origin_source = "module"
         self._watch = None
         self._outcome = None
         self._last_progress_read = None
@@ -129,6 +152,19 @@ class Readiness:
     # -- helpers ----------------------------------------------------------------------------
     def _elapsed(self):
         return round(self.clock() - self._start, 3)
+
+    def _note_origin(self):
+        """Once: where the process / unit started, on the module's clock (for time_to_ready_s)."""
+        if self._origin_source != "module":
+            return
+        started_ago = getattr(self.watcher, "started_ago", None)
+        try:
+            ago = started_ago() if started_ago else None
+        except Exception:  # informative only
+            ago = None
+        if ago is not None and ago >= 0:
+            self._origin = self.clock() - ago
+            self._origin_source = self.watcher.kind
 
     def _remaining(self):
         return self._start + self.params.startup_timeout - self.clock()
@@ -142,7 +178,7 @@ class Readiness:
         try:
             line = journal_text.last_progress(self.watcher.read_log(tail_lines=200))
         except Exception as exc:  # progress is informative; never let it end the run
-            self.warnings.append("could not read the log for progress: %s" % exc)
+            self.notes.append("could not read the log for progress: %s" % exc)
             return
         if line:
             self.progress = line
@@ -167,13 +203,23 @@ class Readiness:
             text = again
         return text
 
-    def _result(self, ready, *, failure_class=None, reason=None, log_text=None, cause_class=None, failed_in=None):
-        traceback = None
+    def _result(
+        self,
+        ready,
+        *,
+        failure_class=None,
+        reason=None,
+        log_text=None,
+        cause_class=None,
+        failed_in=None,
+        traceback=False,
+    ):
         exception = None
         journal = ""
         truncated = False
+        if traceback is False:
+            traceback = journal_text.last_traceback(log_text) if log_text is not None else None
         if log_text is not None:
-            traceback = journal_text.last_traceback(log_text)
             exception = journal_text.exception_line(traceback) if traceback else None
             journal, truncated = journal_text.bound(log_text, self.params.journal_max_bytes)
             self.progress = journal_text.last_progress(log_text) or self.progress
@@ -182,6 +228,7 @@ class Readiness:
         unit = watch.detail if watch is not None and self.watcher.kind == "unit" else {}
         process = watch.detail if watch is not None and self.watcher.kind == "process" else {}
         elapsed = self._elapsed()
+        origin = self._origin if self._origin is not None else self._start
         if unit and watch.exited_at and not ready:
             # Same clock as systemd's stamps (CLOCK_MONOTONIC) when clock is time.monotonic.
             unit = dict(unit, death_to_verdict_s=round(self.clock() - watch.exited_at, 3))
@@ -194,7 +241,8 @@ class Readiness:
             "reason": redact(reason, secret),
             "hint": failure_classifier.hint_for(failure_class) if failure_class else None,
             "elapsed_s": elapsed,
-            "time_to_ready_s": elapsed if ready else None,
+            "time_to_ready_s": round(self.clock() - origin, 3) if ready else None,
+            "time_to_ready_from": self._origin_source,
             "unit": unit,
             "process": process,
             "probe": self.probe,
@@ -204,16 +252,16 @@ class Readiness:
             "journal": redact(journal, secret),
             "journal_truncated": truncated,
             "progress": redact(self.progress, secret),
-            "warnings": list(self.warnings),
+            "notes": list(self.notes),
         }
 
     def _fail(self, failure_class, reason, cause_class=None, log=True):
         log_text = None
         if log:
             try:
-                log_text = self.watcher.read_log()
+                log_text = journal_text.clean(self.watcher.read_log())
             except Exception as exc:
-                self.warnings.append("could not read the log: %s" % exc)
+                self.notes.append("could not read the log: %s" % exc)
                 log_text = ""
         failed_in = self.phase
         self.phase = "failed"
@@ -230,16 +278,20 @@ class Readiness:
         failed_in = self.phase
         self.phase = "failed"
         try:
-            log_text = self._settled_log()
+            log_text = journal_text.clean(self._settled_log())
         except Exception as exc:
-            self.warnings.append("could not read the log: %s" % exc)
+            self.notes.append("could not read the log: %s" % exc)
             log_text = ""
-        traceback = journal_text.last_traceback(log_text)
-        match = failure_classifier.classify_failure(traceback, log_text)
+        served = self._ready_line_seen or journal_text.saw_ready_line(log_text)
+        if served and failed_in in ("loading", "warming"):
+            failed_in = "serving"
+        fatal = journal_text.fatal_region(log_text)
+        traceback = journal_text.last_traceback(fatal)
+        match = failure_classifier.classify_failure(traceback, fatal)
         exception = (journal_text.exception_line(traceback) if traceback else None) or (
-            match.line if match else journal_text.last_error_line(log_text)
+            match.line if match else journal_text.last_error_line(fatal)
         )
-        cause = match.failure_class if match else "crashed_on_start"
+        cause = match.failure_class if match else ("died_while_serving" if served else "crashed_on_start")
         if watch.restarted:
             failure_class = "restart_loop"
         elif watch.not_started and not log_text.strip():
@@ -250,7 +302,13 @@ class Readiness:
         if exception:
             reason += ": " + exception
         return self._result(
-            False, failure_class=failure_class, reason=reason, log_text=log_text, cause_class=cause, failed_in=failed_in
+            False,
+            failure_class=failure_class,
+            reason=reason,
+            log_text=log_text,
+            cause_class=cause,
+            failed_in=failed_in,
+            traceback=traceback,
         )
 
     # -- the loop ---------------------------------------------------------------------------
@@ -264,6 +322,7 @@ class Readiness:
             self._watch = watch
             if watch.dead or watch.restarted:
                 return self._death_verdict(watch)
+            self._note_origin()
             self._refresh_progress()
 
             if failed_probe_at is not None:
@@ -382,7 +441,7 @@ class Readiness:
             what = result.describe() if result is not None else "no answer within %gs" % SERVER_INFO_TIMEOUT_S
             if params.expect_speculative_algorithm:
                 return self._fail("probe_failed", "could not read the server info to check the algorithm: %s" % what)
-            self.warnings.append("server info unavailable: %s" % what)
+            self.notes.append("server info unavailable: %s" % what)
         else:
             self.server = extract_server(info)
         if params.expect_speculative_algorithm:
@@ -393,12 +452,19 @@ class Readiness:
                     "spec_mismatch",
                     "expected speculative_algorithm %s, the server runs %s" % (want, got or "none"),
                 )
+        if params.expect_speculative_algorithm and not speculation_evidence(self.probe):
+            return self._fail(
+                "spec_mismatch",
+                "the server says speculative_algorithm %s, but the probe's answer shows no speculative decoding "
+                "(no spec_verify_ct > 0, no spec_accept_length): server_info only echoes the launch flag"
+                % (_normalise_algorithm(self.server.get("speculative_algorithm")) or "none"),
+            )
         accept = self.probe.get("spec_accept_length")
         if accept is None:
             accept = self.server.get("avg_spec_accept_length")
         if params.min_accept_length is not None:
             if accept is None:
-                self.warnings.append("min_accept_length not checked: the server reports no spec_accept_length")
+                self.notes.append("min_accept_length not checked: the server reports no spec_accept_length")
             elif float(accept) < float(params.min_accept_length):
                 return self._fail(
                     "low_acceptance",

@@ -218,6 +218,14 @@ class UnitWatcher:
             )
         return WatchState(True, description=state.describe(), detail=detail)
 
+    def started_ago(self, now_monotonic=None):
+        """Seconds since systemd started the watched invocation (its monotonic stamp), or None."""
+        ref = self.first
+        if ref is None or not ref.start_monotonic_us:
+            return None
+        now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
+        return max(0.0, now_monotonic - ref.start_monotonic_us / 1e6)
+
     @staticmethod
     def log_settled(text):
         """journald may lag a death: the log is complete once systemd's end lines are in it."""

@@ -113,6 +113,9 @@ options:
     description:
       - Speculative algorithm the server must run (for example C(DFLASH) or C(DDTREE)), checked
         case-insensitively against C(/get_server_info) (C(/server_info) where the old path is gone).
+      - That is only the launch flag echoed back, so the probe's own answer must also prove that
+        speculation ran (C(spec_verify_ct) > 0 or a C(spec_accept_length)); otherwise C(spec_mismatch).
+        Use the C(native) probe api with it (sglang's OpenAI answers carry no speculative counters).
     type: str
   min_accept_length:
     description:
@@ -228,7 +231,9 @@ phase:
   type: str
   sample: ready
 failed_in_phase:
-  description: Phase the run was in when it failed (C(loading), C(warming), C(probing), C(confirming), C(verifying)).
+  description:
+    - Phase the run was in when it failed (C(loading), C(warming), C(probing), C(confirming), C(verifying)), or
+      C(serving) for a process that died after its log said it was ready.
   returned: always
   type: str
   sample: loading
@@ -236,8 +241,8 @@ failure_class:
   description:
     - Class of the failure, null when ready. One of C(crashed_on_start), C(not_started), C(oom_mem_fraction),
       C(cuda_oom), C(cuda_graph_capture), C(cuda_error), C(abi_mismatch), C(import_error), C(bad_arguments),
-      C(missing_model), C(port_in_use), C(scheduler_died), C(warmup_failed), C(restart_loop), C(wedged),
-      C(probe_failed), C(spec_mismatch), C(low_acceptance), C(timeout).
+      C(missing_model), C(port_in_use), C(scheduler_died), C(died_while_serving), C(warmup_failed), C(restart_loop),
+      C(wedged), C(probe_failed), C(spec_mismatch), C(low_acceptance), C(timeout).
   returned: always
   type: str
   sample: oom_mem_fraction
@@ -268,7 +273,9 @@ elapsed_s:
   type: float
   sample: 41.7
 time_to_ready_s:
-  description: Seconds from the module's start to a successful probe; null when not ready.
+  description:
+    - Seconds from the start of the unit or process (see RV(time_to_ready_from)) to a successful probe; null
+      when not ready. RV(elapsed_s) is the module's own time.
   returned: always
   type: float
   sample: 41.7
@@ -401,12 +408,21 @@ settle:
   sample: {"settle_s": 30, "stayed_up_s": 30.4, "alive": true, "invocation_id": "5f0c1e...",
            "last_invocation_id": "5f0c1e...", "n_restarts": 0, "second_probe": {"ok": true, "completion_tokens": 16},
            "ok": true, "reason": "stayed up 30.4s after ready with the same invocation"}
-warnings:
-  description: Checks that could not be made (for example no accept length reported).
+notes:
+  description:
+    - Checks that could not be made (for example no accept length reported). Each is also emitted as an
+      Ansible warning.
   returned: always
   type: list
   elements: str
   sample: []
+time_to_ready_from:
+  description:
+    - What RV(time_to_ready_s) counts from - C(unit) (systemd's start of the unit), C(process) (the start
+      time of the watched process in C(/proc)), or C(module) when neither is known.
+  returned: always
+  type: str
+  sample: process
 """
 
 import time  # noqa: E402  (Ansible modules keep their docs first)
@@ -525,6 +541,8 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
     except RuntimeError as exc:  # e.g. systemctl missing: say what to use instead
         module.fail_json(msg=str(exc), ready=False, phase="failed", failure_class=None)
 
+    for note in result.get("notes") or []:
+        module.warn(note)
     if module.check_mode or result["ready"]:
         module.exit_json(changed=False, **result)
     msg = "sglang not ready: %s [%s] %s" % (result["failure_class"], result["reason"], result["hint"])

@@ -23,6 +23,11 @@ import argparse
 import json
 import os
 
+import torch
+from safetensors.torch import save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
 HIDDEN = 256
 INTERMEDIATE = 512
 LAYERS = 4
@@ -49,9 +54,6 @@ CORPUS = (
 
 
 def build_tokenizer(path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -69,9 +71,6 @@ def build_tokenizer(path):
 
 
 def build_target(path, seed, eos_id):
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
     config = Qwen3Config(
         vocab_size=VOCAB,
         hidden_size=HIDDEN,
@@ -109,9 +108,6 @@ def build_target(path, seed, eos_id):
 
 
 def build_draft(path, seed, target_config):
-    import torch
-    from safetensors.torch import save_file
-
     gen = torch.Generator().manual_seed(seed + 1)
 
     def randn(*shape, scale):
@@ -178,8 +174,19 @@ def main():
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
     config = build_target(target, args.seed, eos_id)
     build_draft(draft, args.seed, config)
-    print(json.dumps({"target": target, "draft": draft, "vocab": VOCAB, "tokenizer_size": len(tokenizer),
-                      "block_size": BLOCK_SIZE, "target_layer_ids": TARGET_LAYER_IDS, "eos_id": eos_id}))
+    print(
+        json.dumps(
+            {
+                "target": target,
+                "draft": draft,
+                "vocab": VOCAB,
+                "tokenizer_size": len(tokenizer),
+                "block_size": BLOCK_SIZE,
+                "target_layer_ids": TARGET_LAYER_IDS,
+                "eos_id": eos_id,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -425,7 +425,7 @@ def test_unreported_accept_length_is_a_warning_not_a_failure():
     info = dict(SERVER_INFO, internal_states=[])
     result = make(healthy_server(load_s=0, warm_s=0, gen=gen, info=info), min_accept_length=2.0)[0].run()
     assert result["ready"] is True
-    assert any("min_accept_length not checked" in w for w in result["warnings"])
+    assert any("min_accept_length not checked" in w for w in result["notes"])
 
 
 def test_server_info_hanging_fails_only_when_the_algorithm_must_be_checked():

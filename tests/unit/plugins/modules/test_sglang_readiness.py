@@ -21,7 +21,12 @@ OOM = (
 GENERATED = {
     "text": "hi",
     "output_ids": [1, 2],
-    "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 2},
+    "meta_info": {
+        "finish_reason": {"type": "length"},
+        "completion_tokens": 2,
+        "spec_verify_ct": 1,
+        "spec_accept_length": 2.0,
+    },
 }
 
 
@@ -98,10 +103,53 @@ def test_ready_service_exits_ok_unchanged_with_the_documented_keys(monkeypatch, 
         "exception_line",
         "journal",
         "progress",
+        "notes",
+        "time_to_ready_from",
     ):
         assert key in out
     assert out["unit"]["active_state"] == "active"
+    # Nothing deprecated: no result key named warnings unless module.warn() put it there.
+    assert "warnings" not in out
     assert out["_commands"][0][:3] == ["systemctl", "show", "sglang.service"]
+
+
+def test_speculative_deploy_needs_evidence_from_the_probe_answer(monkeypatch, capsys):
+    """server_info's speculative_algorithm only echoes the flag: a probe answer without counters fails."""
+    plain = {
+        "text": "hi",
+        "output_ids": [1, 2],
+        "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 2},
+    }
+    routes = {
+        ("GET", "/health"): {},
+        ("POST", "/generate"): plain,
+        ("GET", "/get_server_info"): {"version": "0.5.17", "speculative_algorithm": "DFLASH"},
+    }
+    out = run(
+        monkeypatch,
+        capsys,
+        routes=routes,
+        unit="sglang.service",
+        poll_interval=0.05,
+        expect_speculative_algorithm="DFLASH",
+    )
+    assert out["failed"] is True and out["failure_class"] == "spec_mismatch"
+    assert "shows no speculative decoding" in out["reason"]
+
+
+def test_notes_become_ansible_warnings_not_a_result_key(monkeypatch, capsys):
+    routes = {
+        ("GET", "/health"): {},
+        ("POST", "/generate"): {
+            "output_ids": [1],
+            "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 1},
+        },
+        ("GET", "/get_server_info"): {"version": "0.5.17"},
+    }
+    out = run(monkeypatch, capsys, routes=routes, unit="sglang.service", poll_interval=0.05, min_accept_length=1.0)
+    assert out["ready"] is True
+    assert any("min_accept_length not checked" in n for n in out["notes"])
+    assert "min_accept_length not checked" in json.dumps(out["warnings"])
 
 
 def test_failed_unit_fails_the_task_with_class_and_traceback(monkeypatch, capsys):
