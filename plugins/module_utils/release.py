@@ -251,7 +251,7 @@ def choose_release(record, *, requested, available):
 # -- pruning ----------------------------------------------------------------------------------
 def prune(releases, *, keep, protected):
     """Release ids to remove: all but the newest ``keep`` (``releases``: (id, mtime)), never ``protected``."""
-    newest_first = [name for name, _ in sorted(releases, key=lambda item: item[1], reverse=True)]
+    newest_first = [item[0] for item in sorted(releases, key=lambda item: item[1], reverse=True)]
     return [name for name in newest_first[max(int(keep), 1) :] if name and name not in set(protected)]
 
 

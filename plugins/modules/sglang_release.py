@@ -331,7 +331,7 @@ class Host:
         ]
 
     def active_state(self, unit):
-        rc, out, _ = self.module.run_command(
+        rc, out, _err = self.module.run_command(
             ["systemctl", "show", "--property=ActiveState", "--value", unit], environ_update={"LC_ALL": "C"}
         )
         return out.strip() if rc == 0 else ""
@@ -465,7 +465,7 @@ class Steps:
 
     def rollback(self):
         p = self.p
-        available = [name for name, _ in self.host.releases(p["runtime_root"])]
+        available = [item[0] for item in self.host.releases(p["runtime_root"])]
         target, on_disk = release.rollback_target(self.record(), available=available)
         restore = bool(target and on_disk)
         if restore and not self.check_mode:
@@ -540,7 +540,7 @@ class Steps:
         p = self.p
         record = self.record()
         newest_first = [
-            name for name, _ in sorted(self.host.releases(p["runtime_root"]), key=lambda r: r[1], reverse=True)
+            item[0] for item in sorted(self.host.releases(p["runtime_root"]), key=lambda r: r[1], reverse=True)
         ]
         target, error = release.choose_release(record, requested=p["rollback_release"], available=newest_first)
         if error:
