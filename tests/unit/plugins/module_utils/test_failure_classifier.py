@@ -14,6 +14,16 @@ REAL_LINES = [
     ),
     ("oom_mem_fraction", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
     (
+        # sglang 0.5.17 (and 0.5.23's kv_cache_configurator.py): the other wording, seen on the H200.
+        "oom_mem_fraction",
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.0005. "
+        "Raise --mem-fraction-static above 0.001 (the weights alone take 0.0008 of the GPU).",
+    ),
+    (
+        "scheduler_died",
+        "Subprocess scheduler_0 (pid=4242) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+    ),
+    (
         "cuda_oom",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
         "139.80 GiB of which 1.12 GiB is free.",
@@ -172,3 +182,26 @@ def test_a_dead_scheduler_is_the_cause_and_the_failed_health_check_its_symptom()
         "seconds.\n"
     )
     assert fc.classify_failure(None, log).failure_class == "scheduler_died"
+
+
+HARMONY = (
+    "[2026-11-30 18:00:01] OpenAI Responses API (/v1/responses) disabled: openai-harmony is not installed "
+    "(ModuleNotFoundError: No module named 'openai_harmony')"
+)
+
+
+def test_a_benign_start_up_line_never_classifies():
+    """0.5.17 logs this at every start and serves anyway: not an import_error."""
+    assert fc.classify(HARMONY) is None
+    log = HARMONY + "\n[2026-11-30 18:02:00] Subprocess scheduler_0 (pid=9) crashed with exit code -9.\n"
+    assert fc.classify(log).failure_class == "scheduler_died"
+
+
+def test_a_real_import_error_still_classifies_next_to_the_benign_line():
+    log = HARMONY + "\nModuleNotFoundError: No module named 'sglang.srt.speculative.ddtree_utils'\n"
+    assert fc.classify(log).failure_class == "import_error"
+
+
+def test_died_while_serving_has_a_hint():
+    assert "died_while_serving" in fc.classes()
+    assert fc.hint_for("died_while_serving")

@@ -172,3 +172,59 @@ def test_unit_end_lines_are_recognised():
     assert journal.unit_end_seen("x\nsglang.service: Main process exited, code=killed, status=9/KILL\n")
     assert journal.unit_end_seen("sglang.service: Failed with result 'exit-code'.")
     assert not journal.unit_end_seen("Traceback (most recent call last):")
+
+
+def _poll(second, status=503, path="/health"):
+    return '[2026-11-30 18:00:%02d] INFO:     127.0.0.1:5%04d - "GET %s HTTP/1.1" %d Service Unavailable' % (
+        second,
+        second,
+        path,
+        status,
+    )
+
+
+def test_strip_ansi_removes_colour_codes_and_keeps_the_text():
+    coloured = "\x1b[32m[2026-11-30 18:00:00]\x1b[0m \x1b[1;31mERROR\x1b[0m something"
+    assert journal.strip_ansi(coloured) == "[2026-11-30 18:00:00] ERROR something"
+
+
+def test_a_run_of_health_polls_becomes_its_first_line_and_a_count():
+    lines = ["Load weight begin."] + [_poll(i) for i in range(30)] + ["Load weight end."]
+    out = journal.collapse_polls("\n".join(lines)).splitlines()
+    assert out[0] == "Load weight begin." and out[-1] == "Load weight end."
+    assert out[1] == _poll(0)
+    assert out[2] == "[29 more health-poll access lines: 30 x GET /health -> 503]"
+    assert len(out) == 4
+
+
+def test_short_poll_runs_and_other_access_lines_are_kept():
+    generate = 'INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK'
+    text = "\n".join([_poll(1), _poll(2), generate, _poll(3, 200, "/v1/models")])
+    assert journal.collapse_polls(text) == text
+
+
+def test_mixed_poll_statuses_are_counted_per_kind():
+    text = "\n".join([_poll(i) for i in range(3)] + [_poll(i, 200) for i in range(4)])
+    out = journal.collapse_polls(text).splitlines()
+    assert out[1] == "[6 more health-poll access lines: 3 x GET /health -> 503, 4 x GET /health -> 200]"
+
+
+def test_fatal_region_is_what_follows_the_last_progress_line():
+    log = "\n".join(
+        [
+            "OpenAI Responses API (/v1/responses) disabled: (ModuleNotFoundError: No module named 'openai_harmony')",
+            "Load weight end. type=Qwen3ForCausalLM",
+            "The server is fired up and ready to roll!",
+            'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK',
+            "Subprocess scheduler_0 (pid=7) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+        ]
+    )
+    fatal = journal.fatal_region(log)
+    assert "openai_harmony" not in fatal
+    assert fatal.splitlines()[-1].startswith("Subprocess scheduler_0")
+
+
+def test_fatal_region_of_a_log_without_progress_is_the_whole_log():
+    assert journal.fatal_region("Traceback (most recent call last):\nValueError: x") == (
+        "Traceback (most recent call last):\nValueError: x"
+    )
