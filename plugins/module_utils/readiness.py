@@ -309,6 +309,7 @@ class Readiness:
             cause_class=cause,
             failed_in=failed_in,
             traceback=traceback,
+            exception=exception,
         )
 
     # -- the loop ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import urllib.error
 
 import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
+from ansible_collections.specdec.sglang.plugins.module_utils import readiness as readiness_mod
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
 
@@ -506,3 +507,123 @@ def test_journal_is_awaited_until_systemds_end_lines_arrive():
     watcher.log_settled = lambda text: "Main process exited" in text
     result = readiness.run()
     assert result["exception_line"].startswith("RuntimeError: Not enough memory"), result["exception_line"]
+
+
+# -- deaths judged from the fatal end of the log; serving phase -------------------------------------
+
+HARMONY_LINE = (
+    "[2026-11-30 18:00:01] OpenAI Responses API (/v1/responses) disabled: openai-harmony is not installed "
+    "(ModuleNotFoundError: No module named 'openai_harmony')"
+)
+SERVED_THEN_KILLED = "\n".join(
+    [
+        HARMONY_LINE,
+        "[2026-11-30 18:00:05 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16",
+        "[2026-11-30 18:00:40] The server is fired up and ready to roll!",
+        '[2026-11-30 18:00:41] INFO:     127.0.0.1:50000 - "POST /generate HTTP/1.1" 200 OK',
+        "[2026-11-30 18:02:00] Subprocess scheduler_0 (pid=4242) crashed with exit code -9. "
+        "Triggering SIGQUIT for cleanup...",
+    ]
+)
+
+
+def test_scheduler_killed_after_ready_is_scheduler_died_in_phase_serving():
+    """The harmless ModuleNotFoundError logged at start must not hijack the verdict (issue 9)."""
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: SERVED_THEN_KILLED
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "scheduler_died"
+    assert result["failed_in_phase"] == "serving"
+    assert result["exception_line"].startswith("[2026-11-30 18:02:00] Subprocess scheduler_0")
+    assert result["traceback"] is None
+
+
+def test_death_after_ready_with_nothing_fatal_logged_is_died_while_serving():
+    log = "\n".join([HARMONY_LINE, "The server is fired up and ready to roll!"])
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "died_while_serving" and result["failed_in_phase"] == "serving"
+
+
+def test_a_traceback_survived_before_progress_does_not_decide_a_later_death():
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in <module>',
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "[2026-11-30 18:00:05 TP0] Load weight end. type=Qwen3ForCausalLM",
+            "[2026-11-30 18:00:06] Subprocess scheduler_0 (pid=9) crashed with exit code -9.",
+        ]
+    )
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "scheduler_died" and result["failed_in_phase"] == "loading"
+
+
+def test_kv_cache_wording_of_0_5_17_is_oom_mem_fraction():
+    log = (
+        "[2026-11-30 18:00:05 TP0] Load weight end. type=Qwen3ForCausalLM\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/sglang/srt/model_executor/model_runner.py", line 1, in init_memory_pool\n'
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.0005. "
+        "Raise --mem-fraction-static above 0.001\n"
+    )
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "oom_mem_fraction"
+    assert result["exception_line"].startswith("ValueError: Loaded weights leave no GPU memory")
+
+
+def test_returned_log_has_no_ansi_and_collapsed_polls():
+    polls = "\n".join('INFO:     127.0.0.1:%d - "GET /health HTTP/1.1" 503 Service Unavailable' % p for p in range(50))
+    log = "\x1b[32mLoad weight end.\x1b[0m\n" + polls + "\nSubprocess scheduler_0 (pid=9) crashed with exit code -9.\n"
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
+    )
+    result = readiness.run()
+    assert "\x1b" not in result["journal"]
+    assert "[49 more health-poll access lines: 50 x GET /health -> 503]" in result["journal"]
+    assert result["journal"].count("GET /health") == 2  # the first line and the summary
+
+
+# -- speculation evidence; time to ready from the process start -------------------------------------
+
+
+def test_speculative_algorithm_without_evidence_in_the_probe_is_spec_mismatch():
+    readiness, _, _, _ = make(
+        healthy_server(gen=(0.2, 200, generated(accept=None))), expect_speculative_algorithm="DFLASH"
+    )
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "spec_mismatch"
+    assert "no speculative decoding" in result["reason"]
+
+
+def test_speculation_evidence_is_a_verify_count_or_an_accept_length():
+    assert readiness_mod.speculation_evidence({"spec_verify_ct": 31})
+    assert readiness_mod.speculation_evidence({"spec_accept_length": 1.03})
+    assert not readiness_mod.speculation_evidence({"spec_verify_ct": 0})
+    assert not readiness_mod.speculation_evidence({})
+    assert not readiness_mod.speculation_evidence(None)
+
+
+def test_time_to_ready_counts_from_the_process_start_and_elapsed_from_the_module():
+    readiness, _, _, watcher = make(healthy_server())
+    watcher.kind = "process"
+    watcher.started_ago = lambda: 30.0  # the process had been starting for 30 s when the module began
+    result = readiness.run()
+    assert result["time_to_ready_from"] == "process"
+    assert 12.0 <= result["elapsed_s"] <= 13.5
+    assert 42.0 <= result["time_to_ready_s"] <= 43.5
+
+
+def test_time_to_ready_falls_back_to_the_module_start():
+    result = make(healthy_server())[0].run()
+    assert result["time_to_ready_from"] == "module"
+    assert result["time_to_ready_s"] == result["elapsed_s"]
