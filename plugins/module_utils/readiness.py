@@ -213,13 +213,13 @@ class Readiness:
         cause_class=None,
         failed_in=None,
         traceback=False,
+        exception=None,
     ):
-        exception = None
         journal = ""
         truncated = False
         if traceback is False:
             traceback = journal_text.last_traceback(log_text) if log_text is not None else None
-        if log_text is not None:
+        if log_text is not None and exception is None:
             exception = journal_text.exception_line(traceback) if traceback else None
             journal, truncated = journal_text.bound(log_text, self.params.journal_max_bytes)
             self.progress = journal_text.last_progress(log_text) or self.progress
