@@ -219,8 +219,9 @@ class Readiness:
         truncated = False
         if traceback is False:
             traceback = journal_text.last_traceback(log_text) if log_text is not None else None
-        if log_text is not None and exception is None:
-            exception = journal_text.exception_line(traceback) if traceback else None
+        if log_text is not None:
+            if exception is None:
+                exception = journal_text.exception_line(traceback) if traceback else None
             journal, truncated = journal_text.bound(log_text, self.params.journal_max_bytes)
             self.progress = journal_text.last_progress(log_text) or self.progress
         secret = self.params.api_key
