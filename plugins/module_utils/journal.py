@@ -153,6 +153,28 @@ def clean(text):
     return collapse_polls(strip_ansi(text))
 
 
+def fatal_evidence(text):
+    """(traceback, region) to classify a death by.
+
+    The last traceback decides, unless the server logged that it was ready after it (it was
+    survived); with a traceback, the rest of the log it is read against starts at the ready line
+    when there is one. Without a usable traceback, only the fatal region (``fatal_region``) counts:
+    the crash line and exit signal at the end, never an error logged and survived before.
+    """
+    lines = split_lines(text)
+    ready_at = None
+    for index in range(len(lines) - 1, -1, -1):
+        if READY_LINE in lines[index]:
+            ready_at = index
+            break
+    span = last_traceback_span(lines)
+    if span is not None and not (ready_at is not None and span[1] <= ready_at):
+        traceback = "\n".join(lines[span[0] : span[1]])
+        region = "\n".join(lines[ready_at:]) if ready_at is not None else (text or "")
+        return traceback, region
+    return None, fatal_region(text)
+
+
 def fatal_region(text):
     """The part of a log that can hold the cause of a death: everything after the last progress line.
 

@@ -13,8 +13,9 @@ generation) -> ``verifying`` (server info: speculative algorithm, accept length)
 after the server logged that it is ready is ``failed_in_phase: serving`` (it had been serving,
 whatever this run had seen of it).
 
-A death is classified from the fatal part of the log (after the last progress line), never from
-an error logged and survived earlier in the start. The returned log has no ANSI codes and its
+A death is classified from its last traceback (unless the server was ready after it), else from
+the fatal end of the log (after the last progress line), never from an error logged and survived
+earlier in the start. The returned log has no ANSI codes and its
 runs of health-poll access lines are collapsed.
 
 ``time_to_ready_s`` counts from the start of the process or unit when the watcher knows it
@@ -286,8 +287,7 @@ class Readiness:
         served = self._ready_line_seen or journal_text.saw_ready_line(log_text)
         if served and failed_in in ("loading", "warming"):
             failed_in = "serving"
-        fatal = journal_text.fatal_region(log_text)
-        traceback = journal_text.last_traceback(fatal)
+        traceback, fatal = journal_text.fatal_evidence(log_text)
         match = failure_classifier.classify_failure(traceback, fatal)
         exception = (journal_text.exception_line(traceback) if traceback else None) or (
             match.line if match else journal_text.last_error_line(fatal)

@@ -548,21 +548,23 @@ def test_death_after_ready_with_nothing_fatal_logged_is_died_while_serving():
     assert result["failure_class"] == "died_while_serving" and result["failed_in_phase"] == "serving"
 
 
-def test_a_traceback_survived_before_progress_does_not_decide_a_later_death():
+def test_a_traceback_survived_before_ready_does_not_decide_a_later_death():
     log = "\n".join(
         [
             "Traceback (most recent call last):",
             '  File "x.py", line 1, in <module>',
             "RuntimeError: CUDA error: an illegal memory access was encountered",
             "[2026-11-30 18:00:05 TP0] Load weight end. type=Qwen3ForCausalLM",
-            "[2026-11-30 18:00:06] Subprocess scheduler_0 (pid=9) crashed with exit code -9.",
+            "[2026-11-30 18:00:06] The server is fired up and ready to roll!",
+            "[2026-11-30 18:00:07] Subprocess scheduler_0 (pid=9) crashed with exit code -9.",
         ]
     )
     readiness, _, _, _ = make(
         healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
     )
     result = readiness.run()
-    assert result["failure_class"] == "scheduler_died" and result["failed_in_phase"] == "loading"
+    assert result["failure_class"] == "scheduler_died" and result["failed_in_phase"] == "serving"
+    assert result["traceback"] is None
 
 
 def test_kv_cache_wording_of_0_5_17_is_oom_mem_fraction():
@@ -627,3 +629,20 @@ def test_time_to_ready_falls_back_to_the_module_start():
     result = make(healthy_server())[0].run()
     assert result["time_to_ready_from"] == "module"
     assert result["time_to_ready_s"] == result["elapsed_s"]
+
+
+def test_a_rank_traceback_followed_by_another_ranks_progress_still_decides():
+    """tp > 1: rank 1 may log progress after rank 0's traceback; the traceback still decides."""
+    log = "\n".join(
+        [
+            "[2026-11-30 18:00:05 TP0] Load weight end. type=Qwen3ForCausalLM",
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in init_memory_pool',
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.0005.",
+            "[2026-11-30 18:00:06 TP1] Load weight end. type=Qwen3ForCausalLM",
+        ]
+    )
+    readiness, _, _, _ = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
+    )
+    assert readiness.run()["failure_class"] == "oom_mem_fraction"
