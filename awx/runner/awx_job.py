@@ -329,6 +329,7 @@ def build_private_data_dir(
     job_timeout: int = 0,
     job_id: int = 1,
     workflow: dict | None = None,
+    project: pathlib.Path | None = None,
     repo: pathlib.Path = REPO,
 ) -> PrivateDataDir:
     """Write the private data dir AWX would write for this template, survey answers and launch prompts.
@@ -337,6 +338,8 @@ def build_private_data_dir(
     variables set on the AWX inventory; ``launch`` holds the prompted ``limit`` / ``job_type``.
     ``workflow`` (``{"id": ..., "name": ..., "artifacts": {...}}``) launches the job as a workflow node:
     the artifacts of the nodes before it become extra vars, with AWX's workflow variables.
+    ``project`` is a project checkout to use (a snapshot made with :func:`copy_project`) instead of
+    copying this repository's working tree for each job.
     Survey errors are returned, as AWX returns them, and nothing is written then.
     """
     path = pathlib.Path(path)
@@ -349,8 +352,12 @@ def build_private_data_dir(
         return pdd
     (path / "env").mkdir(parents=True, exist_ok=True)
     (path / "inventory").mkdir(exist_ok=True)
-    copy_project(path / "project", repo)
-    inventory = inventory_from_source(inventory_source or repo / "inventory" / "hosts.yml", host_vars, cwd=repo)
+    if project is not None:
+        shutil.copytree(project, path / "project", symlinks=True)
+    else:
+        copy_project(path / "project", repo)
+    checkout = path / "project"
+    inventory = inventory_from_source(inventory_source or checkout / "inventory" / "hosts.yml", host_vars, cwd=checkout)
     (path / "inventory" / "hosts").write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
     meta = {
         "awx_job_id": job_id,
