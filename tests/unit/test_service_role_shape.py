@@ -1,0 +1,25 @@
+"""The service role sequences systemd steps; its decisions and the release record are sglang_release's."""
+
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TASKS = REPO / "roles" / "sglang_service" / "tasks"
+# 786 lines of task YAML before the decisions moved to plugins/module_utils/release.py.
+BEFORE = 786
+
+
+def test_the_service_tasks_are_at_most_half_their_former_size():
+    lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
+    assert lines <= BEFORE // 2, f"{lines} lines of task YAML"
+
+
+def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():
+    files = [*TASKS.glob("*.yml"), REPO / "playbooks" / "rollback.yml"]
+    offenders = [str(path.relative_to(REPO)) for path in files if "from_json" in path.read_text()]
+    assert offenders == []
+
+
+def test_the_release_record_is_read_and_written_only_by_the_module():
+    files = [*TASKS.glob("*.yml"), REPO / "playbooks" / "rollback.yml", REPO / "playbooks" / "deploy.yml"]
+    offenders = [str(path.relative_to(REPO)) for path in files if "deploy.json" in path.read_text()]
+    assert offenders == []
