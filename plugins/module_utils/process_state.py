@@ -7,12 +7,19 @@
 the pid now belongs to a process started later). Liveness comes from ``/proc``
 (``proc_root`` is injectable for tests); the log is the tail of ``log_file``.
 
+``ExitWaiter`` is the readiness loop's sleep, event-driven where the host allows it: it
+holds a pidfd (Linux >= 5.3, Python >= 3.9) on the process the watcher last saw alive and
+returns as soon as that process exits, instead of at the end of the poll interval. Without
+pidfd support it is a plain sleep (the polling fallback).
+
 Stdlib only: this runs on the target host.
 """
 
 from __future__ import annotations
 
 import os
+import select
+import time
 
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
 
@@ -70,12 +77,82 @@ def read_log_tail(path, max_bytes=LOG_READ_MAX_BYTES):
     return text
 
 
+class ExitWaiter:
+    """A sleep that ends when the watched process exits (pidfd), else after ``seconds``.
+
+    ``watch(pid)`` points it at the process a watcher saw alive; ``dead()`` tells it the
+    watcher has seen the death, after which it is a plain sleep again (the readiness loop's
+    journal settle re-reads keep their pace). Between the exit and the watcher noticing it
+    (systemd may need a moment to reap), waits are cut to ``fast_s``. Call it like
+    ``time.sleep``. ``pidfd_open``, ``poller`` and ``sleep`` are injectable for tests.
+    """
+
+    def __init__(self, sleep=time.sleep, pidfd_open=None, poller=None, fast_s=0.02):
+        self._sleep = sleep
+        self._pidfd_open = pidfd_open if pidfd_open is not None else getattr(os, "pidfd_open", None)
+        self._poller = poller if poller is not None else getattr(select, "poll", None)
+        self.fast_s = fast_s
+        self.pid = None
+        self._fd = None
+        self.exited = False
+        self.events = 0
+
+    @property
+    def event_driven(self):
+        return self._fd is not None
+
+    def watch(self, pid):
+        """Wait on ``pid`` from now on (no-op for the same pid; falls back to sleeping on error)."""
+        if not pid or pid == self.pid:
+            return
+        self.close()
+        self.pid = pid
+        self.exited = False
+        if self._pidfd_open is None or self._poller is None:
+            return
+        try:
+            self._fd = self._pidfd_open(pid)
+        except (OSError, AttributeError):
+            self._fd = None
+
+    def dead(self):
+        """The watcher saw the death: plain sleeps from now on (until ``watch`` of a new pid)."""
+        self.close()
+        self.exited = False
+
+    def close(self):
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+        self._fd = None
+        self.pid = None
+
+    def __call__(self, seconds):
+        if self.exited:
+            self._sleep(min(seconds, self.fast_s))
+            return
+        if self._fd is None:
+            self._sleep(seconds)
+            return
+        poll = self._poller()
+        poll.register(self._fd, select.POLLIN)
+        if poll.poll(max(0, int(seconds * 1000))):
+            self.exited = True
+            self.events += 1
+
+
 class ProcessWatcher:
-    """Watches a pid (fixed) or a pidfile (re-read every poll) and reads ``log_file``."""
+    """Watches a pid (fixed) or a pidfile (re-read every poll) and reads ``log_file``.
+
+    With ``waiter`` (an ``ExitWaiter``), every poll points it at the live process and tells
+    it when the process is dead.
+    """
 
     kind = "process"
 
-    def __init__(self, pid=None, pidfile=None, log_file=None, proc_root="/proc"):
+    def __init__(self, pid=None, pidfile=None, log_file=None, proc_root="/proc", waiter=None):
         if not pid and not pidfile:
             raise ValueError("ProcessWatcher needs pid or pidfile")
         self.pid = pid
@@ -86,6 +163,7 @@ class ProcessWatcher:
         self.first_start = None
         self.last = {}
         self.restart_detail = None
+        self.waiter = waiter
 
     def _current_pid(self):
         if self.pidfile:
@@ -93,6 +171,15 @@ class ProcessWatcher:
         return self.pid
 
     def poll(self):
+        state = self._poll()
+        if self.waiter is not None:
+            if state.alive:
+                self.waiter.watch(self.last.get("pid"))
+            else:
+                self.waiter.dead()
+        return state
+
+    def _poll(self):
         pid = self._current_pid()
         stat = process_stat(pid, self.proc_root) if pid else None
         state = stat[0] if stat else None

@@ -164,8 +164,10 @@ class UnitWatcher:
 
     kind = "unit"
 
-    def __init__(self, unit, run_command, journal=None):
+    def __init__(self, unit, run_command, journal=None, waiter=None):
         self.unit = unit
+        # An ExitWaiter (process_state): every poll points it at the live main PID.
+        self.waiter = waiter
         self._run = run_command
         self.journal = journal or JournalReader(run_command)
         self.first = None
@@ -173,6 +175,15 @@ class UnitWatcher:
         self.restart_detail = None
 
     def poll(self):
+        watch = self._poll()
+        if self.waiter is not None:
+            if watch.alive and self.last is not None and self.last.main_pid:
+                self.waiter.watch(self.last.main_pid)
+            elif not watch.alive:
+                self.waiter.dead()
+        return watch
+
+    def _poll(self):
         state = read_unit_state(self.unit, self._run)
         first = self.first
         if first is None:
