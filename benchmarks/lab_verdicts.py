@@ -5,7 +5,8 @@
 Each run starts the engine simulator (a test double for sglang) as a transient systemd unit,
 as the service role does (Type=simple, Restart as given), and waits with the collection's
 readiness logic in unit mode (plugins/module_utils, the code the sglang_readiness module runs,
-polling every 0.5 s). Death -> verdict comes from systemd's own exit timestamp
+polling every 0.5 s; for the death modes also with the pidfd-driven ExitWaiter). Death ->
+verdict comes from systemd's own exit timestamp
 (ExecMainExitTimestampMonotonic, the clock readiness uses). Then, once per
 mode, the field report's loop (GET /v1/models every 5 s, 900 s budget) runs alone against
 its own start of the engine (so nothing else sends a generation), capped at --naive-cap
@@ -27,6 +28,7 @@ import urllib.request
 
 sys.path.insert(0, "/opt/bench")
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings
+from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ExitWaiter
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher
 
@@ -37,6 +39,14 @@ NAIVE_POLL_S, NAIVE_BUDGET_S = 5.0, 900.0
 PROBE_TIMEOUT_S = 4
 
 # mode: (simulator fault, extra env, systemd Restart=, expected verdict class or None for ready)
+DEATH_MODES = (
+    "crash_on_start",
+    "memory_error",
+    "import_abi_error",
+    "crash_on_first_generation",
+    "scheduler_death",
+    "restart_loop",
+)
 MODES = {
     "healthy": ("none", {}, "no", None),
     "crash_on_start": ("crash_on_start", {}, "no", "crashed_on_start"),
@@ -134,21 +144,26 @@ def naive_run(mode, port, cap_s):
     return out
 
 
-def one_run(mode, index, port):
+def one_run(mode, index, port, wait="poll"):
+    """One start and readiness run. wait: "poll" (sleep 0.5 s between polls, as shipped) or
+    "event" (process_state.ExitWaiter: a pidfd on the main PID ends the sleep at the exit)."""
     expected = MODES[mode][3]
     launched = time.monotonic()
-    unit = start_unit(mode, index, port, "")
-    watcher = UnitWatcher(unit, run_command)
+    unit = start_unit(mode, index, port, wait[0])
+    waiter = ExitWaiter() if wait == "event" else None
+    watcher = UnitWatcher(unit, run_command, waiter=waiter)
     settings = ProbeSettings(max_new_tokens=16, timeout=PROBE_TIMEOUT_S)
     prober = Prober("http://127.0.0.1:%d" % port, open_url, probe=settings)
-    result = Readiness(watcher, prober, Params(startup_timeout=60, poll_interval=0.5)).run()
+    sleep = waiter if waiter is not None else time.sleep
+    result = Readiness(watcher, prober, Params(startup_timeout=60, poll_interval=0.5), sleep=sleep).run()
     verdict_at = time.monotonic()
     first_ready_s = None
     if mode == "scheduler_death" and result["ready"]:
         # Ready first, then the scheduler dies: a second readiness run (the settle window's
         # re-check) must see the death.
         first_ready_s = round(verdict_at - launched, 3)
-        result = Readiness(UnitWatcher(unit, run_command), prober, Params(startup_timeout=30, poll_interval=0.5)).run()
+        watcher = UnitWatcher(unit, run_command, waiter=waiter)
+        result = Readiness(watcher, prober, Params(startup_timeout=30, poll_interval=0.5), sleep=sleep).run()
         verdict_at = time.monotonic()
     ready_line = mono_of_line(unit, r"fired up and ready to roll")
     stop_unit(unit)
@@ -156,6 +171,8 @@ def one_run(mode, index, port):
     got = result["failure_class"]
     return {
         "mode": mode,
+        "wait": wait,
+        "event_wakeups": waiter.events if waiter is not None else None,
         "run": index,
         "ready": result["ready"],
         "failure_class": got,
@@ -184,8 +201,10 @@ def main():
         reps = args.ready_reps if mode == "healthy" else args.reps
         for index in range(reps):
             port += 1
-            runs.append(one_run(mode, index, port))
-            print("%s #%d: %s" % (mode, index, runs[-1]["failure_class"] or "ready"), file=sys.stderr)
+            for wait in ("poll", "event") if mode in DEATH_MODES else ("poll",):
+                port += 1
+                runs.append(one_run(mode, index, port, wait))
+                print("%s #%d %s: %s" % (mode, index, wait, runs[-1]["failure_class"] or "ready"), file=sys.stderr)
     naive = {}
     for mode in modes:
         if args.naive_cap:
@@ -194,9 +213,14 @@ def main():
             print("%s: naive loop %s" % (mode, naive[mode]), file=sys.stderr)
     summary = {}
     for mode in modes:
-        rows = [r for r in runs if r["mode"] == mode]
+        rows = [r for r in runs if r["mode"] == mode and r["wait"] == "poll"]
         death = [r["death_to_verdict_s"] for r in rows if r["death_to_verdict_s"] is not None]
+        event = [r["death_to_verdict_s"] for r in runs if r["mode"] == mode and r["wait"] == "event"]
+        event = [v for v in event if v is not None]
         summary[mode] = {
+            "event_death_to_verdict_median_s": statistics.median(event) if event else None,
+            "event_death_to_verdict_max_s": max(event) if event else None,
+            "event_correct": sum(r["correct"] for r in runs if r["mode"] == mode and r["wait"] == "event"),
             "runs": len(rows),
             "correct": sum(r["correct"] for r in rows),
             "verdict": rows[0]["failure_class"] or "ready",

@@ -47,9 +47,10 @@ def naive_text(naive):
 def verdict_table(data):
     v = data["verdicts"]
     rows = [
-        "| failure mode | our verdict | correct | death → verdict, median / max | launch → verdict, median "
-        "| /v1/models loop (cap %g s) | ratio |" % v["naive_cap_s"],
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| failure mode | our verdict | correct | death → verdict, median / max (0.5 s polling) "
+        "| same, pidfd wake-up (ExitWaiter) | launch → verdict, median | /v1/models loop (cap %g s) | ratio |"
+        % v["naive_cap_s"],
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode, s in v["summary"].items():
         death = (
@@ -63,14 +64,23 @@ def verdict_table(data):
             ratio = "%.0fx" % (naive["verdict_s"] / ours_s(s))
         elif naive and naive["verdict"] == "healthy" and s["verdict"] not in ("ready",):
             ratio = "loop is wrong"
+        event = "-"
+        if s.get("event_death_to_verdict_median_s") is not None:
+            event = "%.2f / %.2f s (%d/%d correct)" % (
+                s["event_death_to_verdict_median_s"],
+                s["event_death_to_verdict_max_s"],
+                s["event_correct"],
+                s["runs"],
+            )
         rows.append(
-            "| %s | %s | %d/%d | %s | %.2f s | %s | %s |"
+            "| %s | %s | %d/%d | %s | %s | %.2f s | %s | %s |"
             % (
                 mode,
                 s["verdict"],
                 s["correct"],
                 s["runs"],
                 death,
+                event,
                 s["launch_to_verdict_median_s"],
                 naive_text(naive),
                 ratio,
@@ -89,29 +99,33 @@ def plot_verdicts(data, out):
     v = data["verdicts"]
     modes = [m for m in v["summary"] if m != "healthy"]
     ours = [ours_s(v["summary"][m]) for m in modes]
+    event = [v["summary"][m].get("event_death_to_verdict_median_s") or 0 for m in modes]
     naive = []
     for m in modes:
         n = v["summary"][m]["naive"]
         naive.append(n["verdict_s"] if n else 0)
     fig, ax = plt.subplots(figsize=(10, 5.5))
     y = range(len(modes))
+    ax.barh([i + 0.27 for i in y], event, height=0.27, label="same, woken by a pidfd (ExitWaiter)", color="#8c4")
     ax.barh(
-        [i + 0.2 for i in y],
+        list(y),
         ours,
-        height=0.4,
-        label="sglang_readiness (death → verdict; wedged: launch → verdict)",
+        height=0.27,
+        label="sglang_readiness, 0.5 s polling (death → verdict; wedged: launch → verdict)",
         color="#2a7",
     )
-    ax.barh([i - 0.2 for i in y], naive, height=0.4, label="GET /v1/models every 5 s, 900 s budget", color="#c44")
+    ax.barh([i - 0.27 for i in y], naive, height=0.27, label="GET /v1/models every 5 s, 900 s budget", color="#c44")
     for i, m in enumerate(modes):
         n = v["summary"][m]["naive"]
-        ax.text(ours[i] * 1.1, i + 0.2, "%.2f s" % ours[i], va="center", fontsize=8)
+        ax.text(ours[i] * 1.1, i, "%.2f s" % ours[i], va="center", fontsize=7)
+        if event[i]:
+            ax.text(event[i] * 1.1, i + 0.27, "%.2f s" % event[i], va="center", fontsize=7)
         if n and n["verdict"] == "healthy":
             ax.text(
                 n["verdict_s"] * 1.1, i - 0.2, "%.0f s: says HEALTHY (wrong)" % n["verdict_s"], va="center", fontsize=8
             )
         elif n:
-            ax.text(15, i - 0.2, "900 s: gives up, no cause", va="center", fontsize=8, color="white")
+            ax.text(15, i - 0.27, "900 s: gives up, no cause", va="center", fontsize=8, color="white")
     ax.set_yticks(list(y))
     ax.set_yticklabels(modes)
     ax.set_xscale("log")
@@ -124,7 +138,7 @@ def plot_verdicts(data, out):
         % (v["summary"][modes[0]]["runs"], v["naive_cap_s"], m["cpu_model"], m["cpus"], m["date_utc"]),
         fontsize=9,
     )
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "verdicts.png", dpi=110)
 
