@@ -48,7 +48,7 @@ ATTENTION_BACKEND_CHOICES = [
 DRAFT_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha"]
 DTYPE_CHOICES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
 CUDA_GRAPH_BACKEND_CHOICES = ["breakable", "full", "disabled"]
-# Builtins of sglang 0.5.23 SpeculativeAlgorithm, plus DDTREE (patchsets/ddtree-spec-info adds it).
+# Builtins of sglang 0.5.23 SpeculativeAlgorithm, plus DDTREE (the patchsets/ddtree-* sets add it).
 SPECULATIVE_ALGORITHMS = (
     "DFLASH", "DDTREE", "UNO", "DSPARK", "EAGLE", "EAGLE3", "NEXTN", "FROZEN_KV_MTP", "STANDALONE", "NGRAM",
 )  # fmt: skip
