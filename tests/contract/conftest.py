@@ -1,11 +1,13 @@
 """The contract tier: tests against the real sglang source, fetched by its own step.
 
-`scripts/fetch-sglang` (run by scripts/bootstrap) downloads the sglang wheel, with no dependencies,
-and unpacks it into .cache/sglang-src/<version>. Only tests under tests/contract/ can ask for that
-tree: the unit tier runs with no network and no downloaded source.
+`scripts/fetch-sglang VERSION` downloads the sglang wheel, with no dependencies, and unpacks it into
+.cache/sglang-src/VERSION. scripts/bootstrap fetches the default version; the `sglang_tree` fixture
+runs the script for any version a test asks for and does not find. Only tests under tests/contract/
+can ask for a tree: the unit tier runs with no network and no downloaded source.
 """
 
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -17,16 +19,37 @@ if str(SIM_SRC) not in sys.path:
     sys.path.insert(0, str(SIM_SRC))
 
 
-@pytest.fixture(scope="session")
-def sglang_source_tree() -> pathlib.Path:
-    """The real sglang 0.5.23 source tree (wheel unpacked by scripts/fetch-sglang).
+def _has_source(tree: pathlib.Path) -> bool:
+    return (tree / "sglang" / "srt" / "server_args.py").is_file()
 
-    A missing tree is a fetch-step failure, never a skip.
+
+@pytest.fixture(scope="session")
+def sglang_tree():
+    """`sglang_tree(version)`: the real sglang source tree of that version, fetched when missing.
+
+    A tree that cannot be fetched is a failure with the fetch step's output, never a skip.
     """
-    tree = REPO / ".cache" / "sglang-src" / SGLANG_VERSION
-    if not (tree / "sglang" / "srt" / "server_args.py").is_file():
-        pytest.fail(f"sglang {SGLANG_VERSION} source tree missing at {tree}: run scripts/fetch-sglang")
-    return tree
+
+    def tree_of(version: str) -> pathlib.Path:
+        tree = REPO / ".cache" / "sglang-src" / version
+        if _has_source(tree):
+            return tree
+        fetch = [str(REPO / "scripts" / "fetch-sglang"), version]
+        proc = subprocess.run(fetch, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+        if proc.returncode or not _has_source(tree):
+            pytest.fail(
+                f"sglang {version} source tree missing at {tree} and `{' '.join(fetch)}` did not provide it"
+                f" (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return tree
+
+    return tree_of
+
+
+@pytest.fixture(scope="session")
+def sglang_source_tree(sglang_tree) -> pathlib.Path:
+    """The real sglang 0.5.23 source tree (the version the collection pins)."""
+    return sglang_tree(SGLANG_VERSION)
 
 
 def pytest_collection_modifyitems(config, items):
