@@ -341,7 +341,7 @@ def budget_lines(log_path):
     return {"startup": [list(map(int, s)) for s in start], "step_tree_nodes": steps}
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", required=True, help="the venv's python (sglang 0.5.17 with the ddtree set)")
     p.add_argument("--target", help="target model dir (or --make-models)")
@@ -368,45 +368,39 @@ def main(argv=None):
     p.add_argument("--skip-kernels", action="store_true")
     p.add_argument("--no-dflash", action="store_true", help="no DFLASH server (no accept-length comparison)")
     p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
-    args = p.parse_args(argv)
+    return p
 
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    result = {"args": vars(args), "checks": {}}
-    t0 = time.monotonic()
-    if args.apply_patchset:
-        result["patchset"] = apply_patchset(args.python, args.apply_patchset, out)
-    if args.make_models:
-        made = subprocess.run(
-            [
-                *(args.python, "-c", MAKE_MODELS, args.make_models, str(args.block), "1130"),
-                *(str(args.head_std), str(args.hot_tokens), str(args.cold_std)),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        (out / "make-models.log").write_text(made.stdout + made.stderr)
-        if made.returncode != 0:
-            log("make-models failed: %s" % made.stderr[-3000:])
-            return 2
-        models = json.loads(made.stdout.strip().splitlines()[-1])
-        args.target, args.draft = models["target"], models["draft"]
-    if not (args.target and args.draft):
-        p.error("--target and --draft, or --make-models, are required")
 
-    if not args.skip_kernels:
-        proc = subprocess.run([args.python, "-c", KERNEL_CHECK, "7"], capture_output=True, text=True, check=False)
-        (out / "kernel-check.log").write_text(proc.stdout + proc.stderr)
-        kern = (
-            json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {"error": proc.stderr[-2000:]}
-        )
-        kern["pass"] = proc.returncode == 0 and kern.get("link_mismatches") == 0 and kern.get("verify_mismatches") == 0
-        result["checks"]["kernels"] = kern
-        log("kernels: %s" % {k: v for k, v in kern.items() if k != "examples"})
+def make_models(args, out):
+    """(target dir, draft dir) built by MAKE_MODELS in the venv's python, or None on failure."""
+    made = subprocess.run(
+        [
+            *(args.python, "-c", MAKE_MODELS, args.make_models, str(args.block), "1130"),
+            *(str(args.head_std), str(args.hot_tokens), str(args.cold_std)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    (out / "make-models.log").write_text(made.stdout + made.stderr)
+    if made.returncode != 0:
+        log("make-models failed: %s" % made.stderr[-3000:])
+        return None
+    models = json.loads(made.stdout.strip().splitlines()[-1])
+    return models["target"], models["draft"]
 
-    rng = random.Random(20261130)
-    prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+
+def kernel_check(python, out):
+    proc = subprocess.run([python, "-c", KERNEL_CHECK, "7"], capture_output=True, text=True, check=False)
+    (out / "kernel-check.log").write_text(proc.stdout + proc.stderr)
+    kern = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {"error": proc.stderr[-2000:]}
+    kern["pass"] = proc.returncode == 0 and kern.get("link_mismatches") == 0 and kern.get("verify_mismatches") == 0
+    log("kernels: %s" % {k: v for k, v in kern.items() if k != "examples"})
+    return kern
+
+
+def plan_runs(args, budgets):
+    """[(name, launch flags, extra env, want logprobs)]: DFLASH, DDTREE per budget, then the target."""
     common = [
         "--model-path", args.target, "--dtype", "bfloat16", "--attention-backend", "triton",
         "--sampling-backend", "pytorch", "--grammar-backend", "none", "--mem-fraction-static", "0.2",
@@ -418,39 +412,39 @@ def main(argv=None):
         "--speculative-draft-model-path", args.draft, "--speculative-num-draft-tokens", str(args.block),
         "--speculative-draft-attention-backend", "triton",
     ]  # fmt: skip
+    runs = [] if args.no_dflash else [("dflash", [*common, "--speculative-algorithm", "DFLASH", *spec], {}, False)]
+    for b in budgets:
+        flags = [*common, "--speculative-algorithm", "DDTREE", *spec]
+        runs.append(("ddtree-n%d" % b, flags, {"SGLANG_DDTREE_BUDGET": str(b)}, False))
+    runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
+    return runs
+
+
+def run_one(server, name, prompts, args, *, results, want_logprobs):
+    ready = server.wait_ready(args.ready_timeout)
+    log("%s ready in %.1fs" % (name, ready))
+    res = run_prompts(server, prompts, args.tokens, want_logprobs)
+    res["ready_s"] = round(ready, 1)
+    res["mean_accept_length"] = mean_accept(res["rows"])
+    if name == "target":
+        spec_rows = {k: v["rows"] for k, v in results.items() if "rows" in v}
+        try:
+            res["replay_gaps"] = score_outputs(server, prompts, spec_rows)
+        except Exception as exc:
+            res["replay_error"] = repr(exc)
+            log("target scoring FAILED: %r" % exc)
+    log("%s: %.1f tok/s, mean accept length %s" % (name, res["tokens_per_s"] or 0, res["mean_accept_length"]))
+    return res
+
+
+def run_servers(args, runs, prompts, out):
     base_env = dict(os.environ, HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1")
     base_env.pop("SGLANG_DDTREE_BUDGET", None)
-    runs = [] if args.no_dflash else [("dflash", [*common, "--speculative-algorithm", "DFLASH", *spec], {}, False)]
-    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
-    for b in budgets:
-        runs.append(
-            (
-                "ddtree-n%d" % b,
-                [*common, "--speculative-algorithm", "DDTREE", *spec],
-                {"SGLANG_DDTREE_BUDGET": str(b)},
-                False,
-            )
-        )
-    runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
-
     results = {}
     for i, (name, flags, extra_env, want_logprobs) in enumerate(runs):
         server = Server(name, args.python, flags, env=dict(base_env, **extra_env), port=args.port + i, out=out)
         try:
-            ready = server.wait_ready(args.ready_timeout)
-            log("%s ready in %.1fs" % (name, ready))
-            res = run_prompts(server, prompts, args.tokens, want_logprobs)
-            res["ready_s"] = round(ready, 1)
-            res["mean_accept_length"] = mean_accept(res["rows"])
-            results[name] = res
-            if name == "target":
-                spec_rows = {k: v["rows"] for k, v in results.items() if k != "target" and "rows" in v}
-                try:
-                    res["replay_gaps"] = score_outputs(server, prompts, spec_rows)
-                except Exception as exc:
-                    res["replay_error"] = repr(exc)
-                    log("target scoring FAILED: %r" % exc)
-            log("%s: %.1f tok/s, mean accept length %s" % (name, res["tokens_per_s"] or 0, res["mean_accept_length"]))
+            results[name] = run_one(server, name, prompts, args, results=results, want_logprobs=want_logprobs)
         except Exception as exc:
             results[name] = {"error": str(exc)}
             log("%s FAILED: %s" % (name, exc))
@@ -459,45 +453,53 @@ def main(argv=None):
         if name.startswith("ddtree"):
             results[name]["budget_log"] = budget_lines(server.log_path)
         (out / "ddtree-partial.json").write_text(json.dumps(results, indent=1))  # survives a time-out
-    result["runs"] = results
+    return results
 
-    checks = result["checks"]
+
+def speculative_checks(results, tie_gap):
+    checks = {}
     ref = results.get("target", {}).get("rows")
     for name, res in results.items():
         if name == "target" or "rows" not in res or ref is None:
             continue
-        checks["first_divergence_%s" % name] = lossless(name, res["rows"], ref, args.tie_gap)
-        checks["first_divergence_%s" % name]["pass"] = True  # informative: the replay below is the check
+        first = lossless(name, res["rows"], ref, tie_gap)
+        first["pass"] = True  # informative: the per-token replay below is the check
+        checks["first_divergence_%s" % name] = first
         replay = results["target"].get("replay_gaps", {}).get(name)
         checks["lossless_%s" % name] = (
-            replay_lossless(name, replay, args.tie_gap) if replay else {"pass": False, "error": "not scored"}
+            replay_lossless(name, replay, tie_gap) if replay else {"pass": False, "error": "not scored"}
         )
         verify_ct = [r["spec_verify_ct"] or 0 for r in res["rows"]]
         checks["spec_verify_ct_%s" % name] = {"min": min(verify_ct), "pass": min(verify_ct) > 0}
+    return checks
+
+
+def ddtree_checks(results, budgets, with_dflash):
+    checks = {}
     dflash_acc = results.get("dflash", {}).get("mean_accept_length")
     for b in budgets:
         name = "ddtree-n%d" % b
         res = results.get(name, {})
         acc = res.get("mean_accept_length")
-        if not args.no_dflash:
+        if with_dflash:
             checks["accept_%s_ge_dflash" % name] = {
                 "ddtree": acc,
                 "dflash": dflash_acc,
                 "pass": acc is not None and dflash_acc is not None and acc >= dflash_acc - 1e-6,
             }
         bl = res.get("budget_log", {"startup": [], "step_tree_nodes": []})
+        nodes = set(bl["step_tree_nodes"])
         checks["budget_%s" % name] = {
             "startup": bl["startup"],
-            "step_tree_nodes": sorted(set(bl["step_tree_nodes"])),
-            "pass": bool(bl["step_tree_nodes"])
-            and set(bl["step_tree_nodes"]) == {b}
-            and any(s[1] == b for s in bl["startup"]),
+            "step_tree_nodes": sorted(nodes),
+            "pass": nodes == {b} and any(s[1] == b for s in bl["startup"]),
         }
-    for name in [r[0] for r in runs]:
-        if "error" in results.get(name, {}):
-            checks["run_%s" % name] = {"pass": False, "error": results[name]["error"]}
+    return checks
+
+
+def report(out, result, results):
+    checks = result["checks"]
     result["pass"] = bool(checks) and all(c.get("pass") for c in checks.values())
-    result["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "ddtree-check.json").write_text(json.dumps(result, indent=1))
     lines = ["%s %s" % ("PASS" if c.get("pass") else "FAIL", k) for k, c in checks.items()]
     for name, res in results.items():
@@ -510,6 +512,40 @@ def main(argv=None):
     (out / "ddtree-summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if result["pass"] else 1
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"args": vars(args), "checks": {}}
+    t0 = time.monotonic()
+    if args.apply_patchset:
+        result["patchset"] = apply_patchset(args.python, args.apply_patchset, out)
+    if args.make_models:
+        models = make_models(args, out)
+        if models is None:
+            return 2
+        args.target, args.draft = models
+    if not (args.target and args.draft):
+        parser.error("--target and --draft, or --make-models, are required")
+    if not args.skip_kernels:
+        result["checks"]["kernels"] = kernel_check(args.python, out)
+
+    rng = random.Random(20261130)
+    prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    runs = plan_runs(args, budgets)
+    results = run_servers(args, runs, prompts, out)
+    result["runs"] = results
+    result["checks"].update(speculative_checks(results, args.tie_gap))
+    result["checks"].update(ddtree_checks(results, budgets, not args.no_dflash))
+    for name, *_ in runs:
+        if "error" in results.get(name, {}):
+            result["checks"]["run_%s" % name] = {"pass": False, "error": results[name]["error"]}
+    result["wall_s"] = round(time.monotonic() - t0, 1)
+    return report(out, result, results)
 
 
 if __name__ == "__main__":
