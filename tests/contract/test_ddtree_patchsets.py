@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Contract: the DDTree patch sets against the real sglang wheels they were made for.
 
-ddtree-0.5.17 needs the 0.5.17 tree (`scripts/fetch-sglang 0.5.17`), ddtree-0.5.23 the 0.5.23 tree
-(the tier's fixture). Each set: base checksums and diffs against the wheel, apply into a copy of the
+ddtree-0.5.17 needs the 0.5.17 tree, ddtree-0.5.23 the 0.5.23 tree (the tier's `sglang_tree`
+fixture fetches either). Each set: base checksums and diffs against the wheel, apply into a copy of the
 touched files, compile-mode verify (every define in the patched syntax trees), revert byte-identical.
 """
 
@@ -22,11 +22,8 @@ PY = sys.executable
 
 
 @pytest.fixture(scope="session")
-def sglang_0_5_17_tree() -> pathlib.Path:
-    tree = REPO / ".cache" / "sglang-src" / "0.5.17"
-    if not (tree / "sglang" / "srt" / "server_args.py").is_file():
-        pytest.fail(f"sglang 0.5.17 source tree missing at {tree}: run scripts/fetch-sglang 0.5.17")
-    return tree
+def sglang_0_5_17_tree(sglang_tree) -> pathlib.Path:
+    return sglang_tree("0.5.17")
 
 
 @pytest.fixture(params=["0.5.17", "0.5.23"])
