@@ -5,12 +5,13 @@ testinfra reaches podman containers through its Ansible backend, one Ansible run
 host (Python 3 standard library only) instead of calling the host once per assertion.
 """
 
+import hashlib
 import json
 import os
 import pathlib
 
 SCRIPT = r"""
-import json, os, pwd, grp, stat, subprocess, urllib.request
+import hashlib, json, os, pwd, grp, stat, subprocess, urllib.request
 
 def run(*argv):
     p = subprocess.run(list(argv), capture_output=True, text=True)
@@ -40,6 +41,13 @@ def generate(key):
     except Exception as e:  # refused, timeout
         return {"status": None, "error": repr(e)}
 
+# The key is read on the host (the server's --config file), never passed in: this script's own
+# command line is logged to the journal by Ansible, and must not put the key there.
+KEY = ""
+for line in read("/etc/sglang/%s.yaml" % UNIT).get("content", "").splitlines():
+    if line.startswith("api-key:"):
+        KEY = json.loads(line.split(":", 1)[1])
+
 PROPS = "--property=ActiveState,SubState,MainPID,NRestarts,UnitFileState,Result"
 show = run("systemctl", "show", PROPS, UNIT + ".service")
 try:
@@ -50,16 +58,13 @@ except KeyError:
 releases = sorted(os.listdir("/opt/sglang/releases")) if os.path.isdir("/opt/sglang/releases") else []
 
 def unit_processes():
-    # pid -> command line (NULs as spaces) of every process in the unit's cgroup
-    group = run("systemctl", "show", "--property=ControlGroup", "--value", UNIT + ".service")["stdout"].strip()
-    try:
-        with open("/sys/fs/cgroup" + group + "/cgroup.procs") as f:
-            pids = [p.strip() for p in f if p.strip()]
-    except OSError:
-        pids = []
+    # pid -> command line (NULs as spaces) of every process whose cgroup is the unit's
     found = {}
-    for pid in pids:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                if not any(line.rstrip().endswith("/%s.service" % UNIT) for line in f):
+                    continue
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 found[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
@@ -82,6 +87,7 @@ print(json.dumps({
     "releases": releases,
     "unit_processes": unit_processes(),
     "key_in_journal": bool(KEY) and KEY in journal,
+    "host_key_sha256": hashlib.sha256(KEY.encode()).hexdigest(),
     "journal_lines": len(journal.splitlines()),
     "config_file": read("/etc/sglang/%s.yaml" % UNIT),
     "last_good": json.loads(read("/opt/sglang/state/last_good/deploy.json").get("content") or "null"),
@@ -90,10 +96,15 @@ print(json.dumps({
 
 
 def snapshot(host, unit="sglang", port=30000, key=""):
-    """Take the snapshot on `host` (a testinfra host) and return it as a dict."""
-    script = f"UNIT, PORT, KEY = {unit!r}, {port!r}, {key!r}\n" + SCRIPT
-    out = host.check_output("python3 -c %s", script)
-    return json.loads(out)
+    """Take the snapshot on `host` (a testinfra host) and return it as a dict.
+
+    The generations authenticate with the key of the server's config file on the host; ``key`` (the
+    inventory's) is never sent to the host, and ``key_matches`` says whether the two are the same.
+    """
+    script = f"UNIT, PORT = {unit!r}, {port!r}\n" + SCRIPT
+    out = json.loads(host.check_output("python3 -c %s", script))
+    out["key_matches"] = out.pop("host_key_sha256") == hashlib.sha256(key.encode()).hexdigest()
+    return out
 
 
 def controller_reports():
