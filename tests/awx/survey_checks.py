@@ -38,6 +38,63 @@ KEYWORD_SPECS = {
 BOOL_STRINGS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
 
 
+def _validate_inputs_tasks(path: pathlib.Path) -> list[dict]:
+    """The arguments of every specdec.sglang.validate_inputs task in a task file or playbook."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("specdec.sglang.validate_inputs", "validate_inputs") and isinstance(value, dict):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    if path.is_file():
+        walk(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return found
+
+
+def project_rule(
+    variable: str, spec: dict, playbook: pathlib.Path, repo: pathlib.Path = REPO
+) -> tuple[dict, dict] | None:
+    """(spec, rule) the project's own validation applies to a variable, or None when it applies none.
+
+    A role variable: its argument spec and the rule of its role's validate entry point. A playbook
+    variable: the spec and rule of the playbook's first-play validate_inputs task.
+    """
+    if spec.get("_role"):
+        for task in _validate_inputs_tasks(repo / "roles" / spec["_role"] / "tasks" / "validate.yml"):
+            return spec, (task.get("rules") or {}).get(variable) or {}
+        return None
+    for play_file in [playbook, *(playbook.parent / p for p in _imports(playbook))]:
+        for task in _validate_inputs_tasks(play_file):
+            if variable in (task.get("specs") or {}):
+                return task["specs"][variable], (task.get("rules") or {}).get(variable) or {}
+    return None
+
+
+def _imports(playbook: pathlib.Path) -> list[str]:
+    plays = yaml.safe_load(playbook.read_text(encoding="utf-8")) or []
+    keys = ("ansible.builtin.import_playbook", "import_playbook")
+    return [play[key] for play in plays for key in keys if key in play]
+
+
+def project_check_errors(variable: str, spec: dict, values: list, playbook: pathlib.Path, repo: pathlib.Path = REPO):
+    """Each value through the project's strict validation (module_utils/validation.py), as the play would."""
+    found = project_rule(variable, spec, playbook, repo)
+    if found is None:
+        return []
+    from ansible_collections.specdec.sglang.plugins.module_utils import validation  # noqa: PLC0415
+
+    pspec, rule = found
+    clean = {k: v for k, v in pspec.items() if k in ("type", "elements", "choices", "required")}
+    return [e for v in values for e in validation.check(variable, v, clean, rule)]
+
+
 def role_specs(repo: pathlib.Path = REPO) -> dict[str, dict]:
     """Every role variable with its argument spec (first entry point that declares it)."""
     found: dict[str, dict] = {}
@@ -149,16 +206,19 @@ def question_errors(
     specs = role_specs(repo) if specs is None else specs
     var = question["variable"]
     values = sendable_values(question)
+    playbook = repo / template["playbook"]
     if var in specs:
         spec = specs[var]
         errors = _type_errors(question, var, spec)
-        return errors or [e for v in values for e in _validate(var, spec, v)]
-    pspec = playbook_spec(repo / template["playbook"], var)
+        errors = errors or [e for v in values for e in _validate(var, spec, v)]
+        return errors or project_check_errors(var, spec, values, playbook, repo)
+    pspec = playbook_spec(playbook, var)
     if pspec is not None:
         errors = _type_errors(question, var, pspec)
         if errors:
             return errors
         errors = [e for v in values for e in _validate(var, pspec, v)]
+        errors += project_check_errors(var, pspec, values, playbook, repo)
         if question["type"] == "integer":
             for bound, inside in (("min", lambda q, s: q >= s), ("max", lambda q, s: q <= s)):
                 if pspec.get(bound) is not None and (
@@ -180,6 +240,10 @@ def question_errors(
         for value in values:
             rendered = render(expression, {var: value})
             errors.extend(f"{var}={value!r} -> {e}" for e in _validate(target, specs[target], rendered))
+            errors.extend(
+                f"{var}={value!r} -> {e}"
+                for e in project_check_errors(target, specs[target], [rendered], playbook, repo)
+            )
             if not isinstance(rendered, list) and specs[target].get("type") == "list":
                 errors.append(f"{var}={value!r} -> {target} is {rendered!r}, not a list")
     return errors

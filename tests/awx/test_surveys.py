@@ -209,3 +209,16 @@ def test_awx_launch_rules(q, answer, expected):
     assert len(errors) == len(expected)
     for error, part in zip(errors, expected):
         assert part in error
+
+
+def test_mutation_values_the_projects_own_validation_refuses_are_refused():
+    """Beyond the argument spec: the rule the role or the playbook applies in its first play."""
+    template, q = mutated("sglang deploy", "specdec_awx_envelope_ladder", choices=["full", "full,full"])
+    errors = survey_checks.question_errors(q, template, SPECS)
+    assert len(errors) == 1
+    assert errors == [
+        "specdec_awx_envelope_ladder='full,full' -> sglang_service_envelope_ladder: \"full\" listed more than once"
+    ]
+    template, q = mutated("sglang rollback", "sglang_rollback_release", default="release 7")
+    errors = survey_checks.question_errors(q, template, SPECS)
+    assert len(errors) == 1 and errors[0].startswith('sglang_rollback_release="release 7": must be a release id')
