@@ -184,7 +184,7 @@ def ddtree_verify_step(
     exact_prefix_cpu = torch.tensor(prefixes, dtype=torch.int64)
     batch.seq_lens_cpu = exact_prefix_cpu + n
     batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
-    verify_forward_batch, _ = verify_input.prepare_for_verify(batch, worker.target_worker)
+    verify_forward_batch, _graph = verify_input.prepare_for_verify(batch, worker.target_worker)
     batch.seq_lens_cpu = seq_lens_cpu_backup
     batch.seq_lens_sum = seq_lens_sum_backup
     target_out = worker.target_worker.forward_batch_generation(

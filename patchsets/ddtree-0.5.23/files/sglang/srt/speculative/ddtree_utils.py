@@ -54,7 +54,7 @@ class DDTree:
 def tree_capacity(block_size: int, topk: int) -> int:
     """Most nodes a tree of depth block_size-1 with topk children per node can hold (capped)."""
     total, level = 1, 1
-    for _ in range(max(block_size - 1, 0)):
+    for _depth in range(max(block_size - 1, 0)):
         level *= topk
         total += level
         if total >= MAX_BUDGET:
@@ -151,7 +151,7 @@ def build_tree(
     if depth > 0:
         heapq.heappush(heap, (-(scores[0] + cands[0][0][0]), counter, 0, 0))
     while heap and len(tokens) < budget:
-        neg, _, p, i = heapq.heappop(heap)
+        neg, _order, p, i = heapq.heappop(heap)
         d = depths[p]  # the candidate sits at depth d + 1
         node = seeded.get((p, i))
         if node is None:
@@ -174,7 +174,7 @@ def build_tree(
 def ancestor_mask(parents: Sequence[int]) -> List[List[bool]]:
     """n x n: mask[i][j] is True when node j is node i or one of its ancestors (i attends to j)."""
     n = len(parents)
-    mask = [[False] * n for _ in range(n)]
+    mask = [[False] * n for _row in range(n)]
     for i in range(n):
         j = i
         while j >= 0:
