@@ -372,6 +372,11 @@ progress:
   returned: always
   type: str
   sample: "Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=120.3 GB"
+verdict_epoch:
+  description: Host wall-clock time (epoch seconds) of the verdict, to time a start from the controller.
+  returned: always
+  type: float
+  sample: 1796063747.815
 settle:
   description:
     - The stability window (O(settle_s) above C(0) and a first generation succeeded); empty otherwise.
@@ -538,6 +543,7 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
         else:
             result = settle_window(readiness, readiness.run(), params["settle_s"])
         result.setdefault("settle", {})
+        result["verdict_epoch"] = round(time.time(), 3)
     except RuntimeError as exc:  # e.g. systemctl missing: say what to use instead
         module.fail_json(msg=str(exc), ready=False, phase="failed", failure_class=None)
 

@@ -96,7 +96,9 @@ options:
         C(start_to_verdict_s).
     type: float
   now:
-    description: Step C(judge). Controller epoch seconds at the verdict.
+    description:
+      - Step C(judge). Controller epoch seconds now, the verdict's time when O(readiness) has no C(verdict_epoch)
+        (the host's time of the verdict, which does not count Ansible's own delays).
     type: float
   keep_releases:
     description: Step C(record). Releases to keep; the current, the last good and its previous are never removed.
@@ -444,8 +446,9 @@ class Steps:
         p = self.p
         self._check_ladder()
         elapsed = None
-        if p["started_at"] is not None and p["now"] is not None:
-            elapsed = round(p["now"] - p["started_at"], 1)
+        verdict_at = (p["readiness"] or {}).get("verdict_epoch") or p["now"]
+        if p["started_at"] is not None and verdict_at is not None:
+            elapsed = round(verdict_at - p["started_at"], 1)
         attempt, outcome = release.judge_attempt(
             p["readiness"],
             envelope=p["envelope"],

@@ -293,3 +293,19 @@ def test_target_refuses_a_release_not_on_disk_listing_the_newest_first(monkeypat
     out = run(monkeypatch, capsys, tree, step="target", rollback_release="r7")
     assert out["failed"] is True
     assert "release 'r7' is not on disk. Releases on disk, newest first: r2, r1, r0." in out["msg"]
+
+
+def test_judge_times_the_start_to_the_hosts_verdict_not_to_ansibles_return(monkeypatch, capsys, tree):
+    readiness = {"ready": False, "failure_class": "crashed_on_start", "verdict_epoch": 103.04}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="judge",
+        envelope="full",
+        readiness=readiness,
+        restarted=True,
+        started_at=100.0,
+        now=111.5,
+    )
+    assert out["attempt"]["start_to_verdict_s"] == 3.0
