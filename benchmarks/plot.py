@@ -2,17 +2,20 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Plots (PNG) and markdown tables from a benchmarks/run results.json.
 
-    .cache/bench-venv/bin/python benchmarks/plot.py benchmarks/results
+    .cache/bench-venv/bin/python benchmarks/plot.py benchmarks/results [--record]
 
 Writes verdicts.png (time to verdict per failure mode, ours vs. the /v1/models loop, log
 scale) and fleet.png (deploy wall time for 1, 2 and 4 hosts) next to results.json, and prints
-the tables of docs/benchmarks.md.
+the tables of docs/benchmarks.md. With --record: copies results.json and the plots into
+docs/benchmarks/ and replaces the recorded-run part of docs/benchmarks.md with the tables.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import shutil
+import statistics
 import sys
 
 import matplotlib
@@ -238,16 +241,114 @@ def tables(data):
     return "\n\n".join(parts)
 
 
+def goals(data):
+    """Each goal of issue 13 against this run: measured, met or missed, and by how much."""
+    rows = ["| goal | measured | met |", "| --- | --- | --- |"]
+
+    def row(goal, measured, met):
+        rows.append("| %s | %s | %s |" % (goal, measured, "yes" if met else "**no**"))
+
+    goals_verdicts(data, row)
+    goals_deploys(data, row)
+    return "\n".join(rows)
+
+
+def goals_verdicts(data, row):
+    if "verdicts" in data:
+        summary = data["verdicts"]["summary"]
+        deaths = {m: s for m, s in summary.items() if s.get("death_to_verdict_median_s") is not None}
+        worst = max(deaths, key=lambda m: deaths[m]["death_to_verdict_median_s"])
+        value = deaths[worst]["death_to_verdict_median_s"]
+        row("≤ 1 s median from process death, every death mode", "worst %s: %.2f s" % (worst, value), value <= 1.0)
+        ratios = [
+            s["naive"]["verdict_s"] / s["death_to_verdict_median_s"]
+            for s in deaths.values()
+            if s["naive"] and s["naive"]["verdict"] != "healthy"
+        ]
+        if ratios:
+            wrong = [m for m, s in deaths.items() if s["naive"] and s["naive"]["verdict"] == "healthy"]
+            measured = "at least %.0fx" % min(ratios)
+            if wrong:
+                measured += "; the loop calls %s healthy" % ", ".join(wrong)
+            row("≥ 100x faster than the /v1/models loop", measured, min(ratios) >= 100)
+        correct = sum(s["correct"] for s in summary.values())
+        runs = sum(s["runs"] for s in summary.values())
+        row("the right verdict every run", "%d/%d" % (correct, runs), correct == runs)
+        if "wedged" in summary:
+            wedged = data["verdicts"]["runs"]
+            after_ready = [
+                r["ready_line_to_verdict_s"] for r in wedged if r["mode"] == "wedged" and r["ready_line_to_verdict_s"]
+            ]
+            if after_ready:
+                med = statistics.median(after_ready)
+                row(
+                    "wedged ≤ probe timeout (4 s) + 1 s after the engine is up",
+                    "%.2f s after its ready line" % med,
+                    med <= 5.0,
+                )
+        events = [
+            s["event_death_to_verdict_median_s"] for s in summary.values() if s.get("event_death_to_verdict_median_s")
+        ]
+        if events:
+            row(
+                "stretch: ≤ 0.1 s from death (event-driven)",
+                "worst %.2f s with the pidfd wake-up" % max(events),
+                max(events) <= 0.1,
+            )
+        ro = data["verdicts"]["ready_overhead"]
+        row(
+            "ready overhead ≤ one poll interval (0.5 s)",
+            "median %.2f s over %d starts" % (ro["median_s"], ro["starts"]),
+            ro["median_s"] <= 0.5,
+        )
+
+
+def goals_deploys(data, row):
+    if "redeploy" in data:
+        for name, r in data["redeploy"]["redeploys"].items():
+            ok = r["changed"] == 0 and not r["restarted"] and r["deploy"]["wall_s"] <= 20
+            row(
+                "re-deploy: 0 changed, 0 restarts, ≤ 20 s (%s)" % name,
+                "%d changed, restarted: %s, %.1f s"
+                % (r["changed"], "yes" if r["restarted"] else "no", r["deploy"]["wall_s"]),
+                ok,
+            )
+    if "fleet" in data:
+        ratio = data["fleet"]["ratio_4_to_1"]
+        row("fleet: 4 hosts ≤ 1.5x one host", "%.2fx" % ratio, ratio <= 1.5)
+    if "venv" in data:
+        row("venv: uv ≥ 5x pip (warm cache)", "%.1fx" % data["venv"]["speedup"], data["venv"]["speedup"] >= 5)
+
+
+BEGIN, END = "<!-- recorded run: begin (benchmarks/run --record writes this part) -->", "<!-- recorded run: end -->"
+
+
+def record(out, text, doc):
+    """Copy results.json and the plots next to ``doc`` (docs/benchmarks/) and put the tables into it."""
+    assets = doc.parent / doc.stem
+    assets.mkdir(exist_ok=True)
+    for name in ("results.json", "verdicts.png", "fleet.png"):
+        if (out / name).exists():
+            shutil.copyfile(out / name, assets / name)
+    body = doc.read_text()
+    head, rest = body.split(BEGIN, 1)
+    _old, tail = rest.split(END, 1)
+    doc.write_text(head + BEGIN + "\n" + text + "\n" + END + tail)
+
+
 def main():
-    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    args = [a for a in sys.argv[1:] if a != "--record"]
+    out = pathlib.Path(args[0] if args else "benchmarks/results")
     data = json.loads((out / "results.json").read_text())
     if "verdicts" in data:
         plot_verdicts(data, out)
     if "fleet" in data:
         plot_fleet(data, out)
-    text = tables(data)
+    text = goals(data) + "\n\n" + tables(data)
     (out / "tables.md").write_text(text + "\n")
     print(text)
+    if "--record" in sys.argv:
+        record(out, text, pathlib.Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md")
     return 0
 
 
