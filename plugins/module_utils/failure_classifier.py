@@ -121,10 +121,13 @@ SIGNATURES = (
 # Rows that only say *that* something died, not why: a specific row anywhere in the log wins.
 GENERIC_CLASSES = frozenset(("scheduler_died", "warmup_failed"))
 
-# Lines sglang logs at every start and then serves anyway: never a cause. (0.5.17 without the
-# optional openai-harmony package: "OpenAI Responses API (/v1/responses) disabled: ...
-# (ModuleNotFoundError: No module named 'openai_harmony')".)
-BENIGN = re.compile(r"\bdisabled\b[^\n]*\((?:ModuleNotFoundError|ImportError)\b")
+# Lines sglang logs at every start and then serves anyway: never a cause. Seen with 0.5.17 on the
+# H200: "OpenAI Responses API (/v1/responses) disabled: OpenAIServingResponses init failed
+# (ModuleNotFoundError: No module named 'openai_harmony')" and "Ignore import error when loading
+# sglang.srt.models.inkling: No module named 'helion'" (optional model files).
+BENIGN = re.compile(
+    r"\bdisabled\b[^\n]*\((?:ModuleNotFoundError|ImportError)\b|Ignore import error when loading sglang\.srt\.models\."
+)
 
 # Classes decided by the readiness state machine, not by log text.
 VERDICT_HINTS = {
