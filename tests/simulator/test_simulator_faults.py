@@ -27,6 +27,14 @@ SIGKILL = -signal.SIGKILL  # Popen's view of "killed by SIGKILL" (a shell says 1
             "Current value: mem_fraction_static=0.88",
             "sglang/srt/model_executor/pool_configurator.py",
         ),
+        (
+            # sglang 0.5.17's wording of the same failure, as the H200 run logged it.
+            "kv_cache_too_small",
+            ["--mem-fraction-static", "0.0005"],
+            "If using speculative decoding, draft weights are now counted.",
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.0005. "
+            "Raise --mem-fraction-static above",
+        ),
         ("cuda_oom", [], "Open an issue on GitHub", "Exception: Capture cuda graph failed: CUDA out of memory."),
         (
             "cuda_oom",

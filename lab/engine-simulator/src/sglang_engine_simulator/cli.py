@@ -20,6 +20,7 @@ FAULTS = (
     "none",
     "crash_on_start",
     "not_enough_memory",
+    "kv_cache_too_small",
     "cuda_oom",
     "cuda_error",
     "abi_mismatch",
@@ -36,7 +37,19 @@ FAULTS = (
 # Faults that kill a serving engine FAULT_AFTER_S after the ready line (scheduler_death) or after
 # its first client generation was answered (dies_after_first_answer).
 DEATH_FAULTS = ("scheduler_death", "dies_after_first_answer")
-START_FAULTS = ("crash_on_start", "not_enough_memory", "cuda_oom", "cuda_error", "abi_mismatch")
+START_FAULTS = ("crash_on_start", "not_enough_memory", "kv_cache_too_small", "cuda_oom", "cuda_error", "abi_mismatch")
+# Optional model files sglang 0.5.17 fails to import at every start on a newer transformers, logs and skips.
+IGNORED_MODEL_IMPORTS = (
+    ("inkling", "No module named 'helion'"),
+    (
+        "pixtral",
+        "cannot import name 'PixtralRotaryEmbedding' from 'transformers.models.pixtral.modeling_pixtral'",
+    ),
+)
+DISABLE_CUDA_GRAPH_DEPRECATION = (
+    "\x1b[1;33m'--disable-cuda-graph' is deprecated and will be removed in a future release. "
+    "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead.\x1b[0m"
+)
 
 # sglang 0.5.23 sglang/srt/arg_groups/choices.py ATTENTION_BACKEND_CHOICES
 ATTENTION_BACKEND_CHOICES = [
@@ -293,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     signal.signal(signal.SIGTERM, _sigterm_during_start)
+    if args.disable_cuda_graph:  # real sglang prints this one in colour, before anything else
+        raw(DISABLE_CUDA_GRAPH_DEPRECATION)
     log(f"sglang-engine-simulator: TEST DOUBLE standing in for sglang (no model, no GPU); fault={settings.fault}")
     shown = {k: v for k, v in vars(args).items() if k not in ("api_key", "admin_api_key")}
     shown["api_key"] = None if args.api_key is None else "<redacted>"
@@ -321,6 +336,19 @@ def _sigterm_during_start(signum, frame):
     os._exit(0)
 
 
+def _memory_faults(fault, args, clock: Clock, load_s: float, cuda_graph: bool) -> None:
+    """The KV-cache faults, after the weights are loaded: both wordings sglang has, and CUDA OOM."""
+    if fault == "not_enough_memory":  # 0.5.23's pool configurator
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.not_enough_memory(args.mem_fraction_static or 0.88))
+    if fault == "kv_cache_too_small":  # 0.5.17 (and 0.5.23's kv_cache_configurator.py)
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.kv_cache_no_memory(args.mem_fraction_static or 0.0005))
+    if fault == "cuda_oom" and not cuda_graph:
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.cuda_oom_capture(cuda_graph=False))
+
+
 def _load(engine, args, settings: Settings, clock: Clock) -> None:
     """Port closed while loading: sglang's load-progress lines, and the start-time faults."""
     fault = settings.fault
@@ -334,6 +362,9 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
     clock.sleep(load_s * 0.1)
     for r in ranks:
         log("Init torch distributed ends. elapsed=0.21 s, mem usage=0.10 GB", rank=r)
+    for module, error in IGNORED_MODEL_IMPORTS:
+        log(f"Ignore import error when loading sglang.srt.models.{module}: {error}")
+    for r in ranks:
         log("Load weight begin. avail mem=139.35 GB", rank=r)
     shards = 4
     tic = time.monotonic()
@@ -356,12 +387,7 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
         log(f"Load weight begin. avail mem=88.21 GB (draft, {engine.spec_algorithm})", rank=0)
         log("Load weight end. elapsed=0.05 s, type=DFlashDraftModel, avail mem=84.02 GB, mem usage=4.19 GB.", rank=0)
     clock.sleep(load_s * 0.1)
-    if fault == "not_enough_memory":
-        clock.sleep(load_s)
-        scheduler_exception(tracebacks.not_enough_memory(args.mem_fraction_static or 0.88))
-    if fault == "cuda_oom" and not cuda_graph:
-        clock.sleep(load_s)
-        scheduler_exception(tracebacks.cuda_oom_capture(cuda_graph=False))
+    _memory_faults(fault, args, clock, load_s, cuda_graph)
     for r in ranks:
         log(
             f"KV Cache is allocated. #tokens: {engine.max_total_tokens}, K size: 30.12 GB, V size: 30.12 GB",

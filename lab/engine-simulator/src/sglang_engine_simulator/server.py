@@ -490,6 +490,11 @@ def serve(engine: Engine, start: float) -> int:
         raw("INFO:     Waiting for application shutdown.")
         raw("INFO:     Application shutdown complete.")
         return 1
+    # sglang 0.5.17 without the optional openai-harmony package logs this at every start, then serves.
+    log(
+        "OpenAI Responses API (/v1/responses) disabled: OpenAIServingResponses init failed "
+        "(ModuleNotFoundError: No module named 'openai_harmony')"
+    )
     raw("INFO:     Application startup complete.")
     raw(f"INFO:     Uvicorn running on http://{args.host}:{server.server_address[1]} (Press CTRL+C to quit)")
 

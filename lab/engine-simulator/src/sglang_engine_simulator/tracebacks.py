@@ -323,3 +323,48 @@ def value_error(message: str) -> str:
         )
         + f"ValueError: {message}\n"
     )
+
+
+def kv_cache_no_memory(mem_fraction_static: float) -> str:
+    """sglang 0.5.17's wording (0.5.23 raises it from kv_cache_configurator.py too), as seen on an H200."""
+    suggested = max(0.001, round(mem_fraction_static * 2 + 0.0005, 3))
+    return (
+        _frames(
+            [
+                ("sglang/srt/managers/scheduler.py", 4931, "run_scheduler_process", ""),
+                ("sglang/srt/managers/scheduler.py", 498, "__init__", "self.init_model_worker()"),
+                ("sglang/srt/managers/scheduler.py", 981, "init_model_worker", "self.init_memory_pools()"),
+                ("sglang/srt/managers/scheduler.py", 953, "init_memory_pools", "self.init_target_memory_pool()"),
+                ("sglang/srt/managers/scheduler.py", 949, "init_target_memory_pool", ""),
+                ("sglang/srt/managers/tp_worker.py", 399, "alloc_memory_pool", ""),
+                (
+                    "sglang/srt/model_executor/model_runner.py",
+                    775,
+                    "alloc_memory_pool",
+                    "result = self.kv_cache_configurator.configure(",
+                ),
+                (
+                    "sglang/srt/mem_cache/kv_cache_configurator.py",
+                    247,
+                    "configure",
+                    "config = self._resolve_memory_pool_config(pre_model_load_memory)",
+                ),
+                (
+                    "sglang/srt/mem_cache/kv_cache_configurator.py",
+                    1782,
+                    "_resolve_memory_pool_config",
+                    "available_bytes = self._profile_available_bytes(pre_model_load_memory)",
+                ),
+                (
+                    "sglang/srt/mem_cache/kv_cache_configurator.py",
+                    1647,
+                    "_profile_available_bytes",
+                    "raise ValueError(",
+                ),
+            ]
+        )
+        + "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+        + f"--mem-fraction-static={mem_fraction_static}. Raise --mem-fraction-static above {suggested:.3f} "
+        + f"(minimum viable = 1 - available/pre = {suggested - 0.0002:.4f}). "
+        + "If using speculative decoding, draft weights are now counted.\n"
+    )
