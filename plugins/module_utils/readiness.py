@@ -458,8 +458,13 @@ class Readiness:
             return self._fail(
                 "spec_mismatch",
                 "the server says speculative_algorithm %s, but the probe's answer shows no speculative decoding "
-                "(no spec_verify_ct > 0, no spec_accept_length): server_info only echoes the launch flag"
-                % (_normalise_algorithm(self.server.get("speculative_algorithm")) or "none"),
+                "(no spec_verify_ct > 0, no spec_accept_length): server_info only echoes the launch flag%s"
+                % (
+                    _normalise_algorithm(self.server.get("speculative_algorithm")) or "none",
+                    "; the openai probe's answer carries no such counters: use probe.api native"
+                    if self.prober.probe.api == "openai"
+                    else "",
+                ),
             )
         accept = self.probe.get("spec_accept_length")
         if accept is None:
