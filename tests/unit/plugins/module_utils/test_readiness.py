@@ -6,14 +6,16 @@ when the fake clock reaches their latency, and a hanging call simply never finis
 
 import io
 import json
+import os
 import socket
 import urllib.error
 
 import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
 from ansible_collections.specdec.sglang.plugins.module_utils import readiness as readiness_mod
+from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher, WatchState
 
 HANG = object()
 REFUSED = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
@@ -646,3 +648,34 @@ def test_a_rank_traceback_followed_by_another_ranks_progress_still_decides():
         healthy_server(load_s=100), states=lambda t: dead() if t >= 1 else running(), log=lambda t: log
     )
     assert readiness.run()["failure_class"] == "oom_mem_fraction"
+
+
+def test_a_process_watcher_knows_how_long_ago_its_process_started(tmp_path):
+    """/proc/<pid>/stat start time (clock ticks since boot) against /proc/uptime (seconds since boot)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    (tmp_path / "4242").mkdir()
+    fields = ["S"] + ["0"] * 18 + [str(100 * ticks)] + ["0"] * 10  # start time: 100 s after boot
+    (tmp_path / "4242" / "stat").write_text("4242 (python3 -m sglang) " + " ".join(fields) + "\n")
+    (tmp_path / "uptime").write_text("160.50 900.00\n")
+    watcher = ProcessWatcher(pid=4242, proc_root=str(tmp_path))
+    assert watcher.started_ago() is None  # nothing polled yet
+    assert watcher.poll().alive
+    assert watcher.started_ago() == pytest.approx(60.5)
+
+
+def test_a_unit_watcher_knows_how_long_ago_systemd_started_it():
+    show = "\n".join(
+        [
+            "LoadState=loaded",
+            "ActiveState=active",
+            "SubState=running",
+            "MainPID=7",
+            "ExecMainPID=7",
+            "InvocationID=inv1",
+            "InactiveExitTimestampMonotonic=5000000",
+        ]
+    )
+    watcher = UnitWatcher("sglang.service", lambda argv: (0, show, ""))
+    assert watcher.started_ago() is None
+    watcher.poll()
+    assert watcher.started_ago(now_monotonic=47.0) == pytest.approx(42.0)
