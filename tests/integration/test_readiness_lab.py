@@ -326,7 +326,8 @@ def test_readiness_verdict_for_each_simulator_mode(verdicts, name):
         death_to_verdict = result["unit"]["death_to_verdict_s"]
         assert result["elapsed_s"] > death_to_verdict, "the module started after the death: " + info
         assert 0 <= death_to_verdict <= CRASH_VERDICT_MAX_S, info
-        assert result["failed_in_phase"] in ("loading", "warming", "probing", "confirming"), info
+        # "serving": it died after its log said it was ready (scheduler_death), whatever this run had seen.
+        assert result["failed_in_phase"] in ("loading", "warming", "probing", "confirming", "serving"), info
 
 
 def test_crash_verdicts_carry_exception_traceback_and_this_starts_journal(verdicts):
