@@ -273,7 +273,13 @@ def goals_verdicts(data, row):
             row("≥ 100x faster than the /v1/models loop", measured, min(ratios) >= 100)
         correct = sum(s["correct"] for s in summary.values())
         runs = sum(s["runs"] for s in summary.values())
-        row("the right verdict every run", "%d/%d" % (correct, runs), correct == runs)
+        row("the right verdict every run (0.5 s polling)", "%d/%d" % (correct, runs), correct == runs)
+        event_runs = [r for r in data["verdicts"]["runs"] if r.get("wait") == "event"]
+        if event_runs:
+            ok = sum(r["correct"] for r in event_runs)
+            wrong = sorted({"%s as %s" % (r["mode"], r["failure_class"]) for r in event_runs if not r["correct"]})
+            measured = "%d/%d" % (ok, len(event_runs)) + ("; wrong: %s" % ", ".join(wrong) if wrong else "")
+            row("the right verdict every run (pidfd wake-up)", measured, ok == len(event_runs))
         if "wedged" in summary:
             wedged = data["verdicts"]["runs"]
             after_ready = [
@@ -306,7 +312,7 @@ def goals_verdicts(data, row):
 def goals_deploys(data, row):
     if "redeploy" in data:
         for name, r in data["redeploy"]["redeploys"].items():
-            ok = r["changed"] == 0 and not r["restarted"] and r["deploy"]["wall_s"] <= 20
+            ok = r["deploy"]["rc"] == 0 and r["changed"] == 0 and not r["restarted"] and r["deploy"]["wall_s"] <= 20
             row(
                 "re-deploy: 0 changed, 0 restarts, ≤ 20 s (%s)" % name,
                 "%d changed, restarted: %s, %.1f s"
