@@ -118,7 +118,7 @@ def strip_ansi(text):
 
 def _poll_summary(run):
     counts = {}
-    for _, key in run:
+    for _line, key in run:
         counts[key] = counts.get(key, 0) + 1
     parts = ", ".join("%d x %s" % (n, key) for key, n in counts.items())
     return "[%d more health-poll access lines: %s]" % (len(run) - 1, parts)
@@ -134,7 +134,7 @@ def collapse_polls(text):
             out.append(run[0][0])
             out.append(_poll_summary(run))
         else:
-            out.extend(line for line, _ in run)
+            out.extend(entry[0] for entry in run)
         run.clear()
 
     for line in split_lines(text):
