@@ -177,7 +177,7 @@ class Readiness:
                 return
         self._last_progress_read = now
         try:
-            line = journal_text.last_progress(self.watcher.read_log(tail_lines=200))
+            line = journal_text.last_progress(journal_text.strip_ansi(self.watcher.read_log(tail_lines=200)))
         except Exception as exc:  # progress is informative; never let it end the run
             self.notes.append("could not read the log for progress: %s" % exc)
             return
