@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ddtree patch set's verify step (ddtree_worker.py) against a toy target, on any torch (CPU is fine).
+
+    python tests/device/ddtree_worker_sim.py [--steps 40] [--set patchsets/ddtree-0.5.17]
+
+Needs torch (not in the CI venv: e.g. `pip install torch==2.13.0` into a scratch venv). Loads the
+set's own ddtree_worker.py and ddtree_utils.py with the few sglang modules they import replaced by
+small stand-ins, and drives ddtree_verify_step for several requests of different lengths, step after
+step, as DFlashWorkerV2 would. The "target" is a toy model that really reads what the step gives it:
+per tree node, its context is the committed tokens in the KV slots the step points at plus the tree
+nodes the custom mask lets it see, ordered by position (positions must run 0, 1, 2, ...); its next
+token is a hash of that context. The greedy tree kernel is replaced by a transcription of its
+semantics (checked against ddtree_utils on the H200: tests/device/ddtree_check.py, "kernels").
+The draft's top-k holds the target's true next tokens at random ranks, on and off the chain.
+
+Checked after every step, for every request:
+  - the emitted tokens are exactly the target's greedy continuation (lossless);
+  - the target KV slots 0..committed-1 hold the committed tokens at positions 0..committed-1 (the
+    accepted path was moved into place; rejected branches left nothing behind);
+  - the draft KV written from the target's hidden states matches the committed contexts;
+  - the accepted length is never below what DFLASH's chain gets from the same draft;
+and, over the run, that drafts off the chain were accepted and SGLANG_DDTREE_BUDGET sets the tree size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import pathlib
+import random
+import sys
+import types
+from types import SimpleNamespace
+
+import torch
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VOCAB = 32
+MASK_TOKEN = VOCAB - 1
+
+
+def target_next(context):
+    """The toy target's greedy next token: a hash of the whole ordered context."""
+    h = 17
+    for k, t in enumerate(context):
+        h = (h * 1000003 + (k + 1) * (int(t) + 7)) % 2147483647
+    return h % (VOCAB - 1)  # never the mask token
+
+
+def context_code(context):
+    return [float(len(context)), float(target_next(context))]
+
+
+def _module(name, **attrs):
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+    sys.modules[name] = mod
+    return mod
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def assign_extend_cache_locs_func(*, req_pool_indices, req_to_token, start_offset, end_offset, **_kw):
+    return torch.cat(
+        [req_to_token[r, s:e] for r, s, e in zip(req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist())]
+    )
+
+
+class DFlashVerifyInput:
+    def __init__(self, *, draft_token, positions, draft_token_num, custom_mask, capture_hidden_mode):
+        self.draft_token, self.positions, self.draft_token_num = draft_token, positions, draft_token_num
+        self.custom_mask, self.capture_hidden_mode = custom_mask, capture_hidden_mode
+
+    def prepare_for_verify(self, batch, target_worker):
+        fb = SimpleNamespace(spec_info=self, seq_lens=batch.seq_lens.clone(), out_cache_loc=batch.out_cache_loc)
+        fb.req_pool_indices = batch.req_pool_indices
+        return fb, False
+
+
+def verify_tree_greedy_func(
+    *,
+    predicts,
+    accept_index,
+    accept_token_num,
+    candidates,
+    retrieve_index,
+    retrieve_next_token,
+    retrieve_next_sibling,
+    target_predict,
+):
+    """sgl_kernel.verify_tree_greedy's semantics (global node ids in accept_index / predicts)."""
+    for b in range(candidates.shape[0]):
+        cur, k = 0, 0
+        accept_index[b, 0] = int(retrieve_index[b, 0])
+        while True:
+            want = int(target_predict[b, cur])
+            child = int(retrieve_next_token[b, cur])
+            while child >= 0 and int(candidates[b, child]) != want:
+                child = int(retrieve_next_sibling[b, child])
+            if child < 0:
+                break
+            predicts[int(retrieve_index[b, cur])] = want
+            k += 1
+            accept_index[b, k] = int(retrieve_index[b, child])
+            cur = child
+        predicts[int(retrieve_index[b, cur])] = int(target_predict[b, cur])
+        accept_token_num[b] = k
+    return predicts, accept_index, accept_token_num
+
+
+class ToyKV:
+    """Target KV pool: per slot the token and position written there (what K/V encode)."""
+
+    def __init__(self, size):
+        self.tok = torch.full((size,), -1, dtype=torch.int64)
+        self.pos = torch.full((size,), -1, dtype=torch.int64)
+
+    def move_kv_cache(self, tgt, src):
+        tok, pos = self.tok[src].clone(), self.pos[src].clone()  # gather, then scatter
+        self.tok[tgt], self.pos[tgt] = tok, pos
+
+
+class ToyTarget:
+    def __init__(self, kv, req_to_token):
+        self.kv, self.req_to_token = kv, req_to_token
+        self.model_runner = SimpleNamespace(token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv))
+
+    def forward_batch_generation(self, batch, forward_batch, is_verify, skip_attn_backend_init):
+        assert batch is None and is_verify and skip_attn_backend_init
+        spec = forward_batch.spec_info
+        n = spec.draft_token_num
+        bs = forward_batch.seq_lens.shape[0]
+        tokens, positions = spec.draft_token.view(bs, n), spec.positions.view(bs, n)
+        loc = forward_batch.out_cache_loc.view(bs, n)
+        self.kv.tok[loc.reshape(-1)] = tokens.reshape(-1)  # the forward writes every node's K/V
+        self.kv.pos[loc.reshape(-1)] = positions.reshape(-1)
+        logits = torch.zeros((bs * n, VOCAB))
+        hidden = torch.zeros((bs * n, 2))
+        offset = 0
+        for b in range(bs):
+            prefix = int(forward_batch.seq_lens[b])
+            width = prefix + n
+            mask = spec.custom_mask[offset : offset + n * width].view(n, width)
+            offset += n * width
+            slots = self.req_to_token[int(forward_batch.req_pool_indices[b]), :prefix]
+            for i in range(n):
+                seen = [(int(self.kv.pos[s]), int(self.kv.tok[s])) for p, s in enumerate(slots.tolist()) if mask[i, p]]
+                seen += [(int(positions[b, j]), int(tokens[b, j])) for j in range(n) if mask[i, prefix + j]]
+                seen.sort()
+                assert [p for p, _t in seen] == list(range(len(seen))), "node %d sees positions %s" % (i, seen)
+                assert seen[-1] == (int(positions[b, i]), int(tokens[b, i])), "a node must see itself last"
+                context = [t for _p, t in seen]
+                logits[b * n + i, target_next(context)] = 10.0
+                hidden[b * n + i] = torch.tensor(context_code(context))
+        assert offset == spec.custom_mask.numel(), "mask layout: N rows x (prefix + N) columns per request"
+        return SimpleNamespace(
+            logits_output=SimpleNamespace(next_token_logits=logits, hidden_states=hidden), can_run_cuda_graph=False
+        )
+
+
+class Worker:
+    def __init__(self, config, req_to_token, kv):
+        block = config.block_size
+        self._ddtree_config = config
+        self.block_size, self.device, self._need_mamba_verify_commit, self._ddtree_steps = block, "cpu", False, 0
+        self.ps = SimpleNamespace(tp_rank=0)
+        self.model_runner = SimpleNamespace(
+            model_config=SimpleNamespace(vocab_size=VOCAB), req_to_token_pool=SimpleNamespace(req_to_token=req_to_token)
+        )
+        self.target_worker = ToyTarget(kv, req_to_token)
+        self.draft_kv = {}
+
+    def _append_target_hidden_to_draft_kv_by_loc(
+        self, *, target_hidden, cache_loc, cache_loc_2d, positions, commit_lens
+    ):
+        for b in range(cache_loc_2d.shape[0]):
+            for j in range(int(commit_lens[b])):
+                self.draft_kv[int(cache_loc_2d[b, j])] = (
+                    int(positions.view(cache_loc_2d.shape)[b, j]),
+                    target_hidden.view(*cache_loc_2d.shape, -1)[b, j].tolist(),
+                )
+
+    def _make_next_draft_input_decode(self, *, bonus_tokens, new_seq_lens):
+        return SimpleNamespace(bonus_tokens=bonus_tokens, new_seq_lens=new_seq_lens)
+
+
+def draft_hidden_for(rng, committed, bonus, block, topk):
+    """Draft 'hidden states' (= logits through an identity lm_head): the target's true token at block
+    position d gets a random rank (sometimes outside the top-k), the rest random scores."""
+    seq = [*committed, bonus]
+    truth = []
+    for _d in range(1, block):
+        truth.append(target_next(seq))
+        seq.append(truth[-1])
+    rows = [torch.zeros(VOCAB)]
+    chain = [bonus]
+    for d in range(1, block):
+        scores = torch.rand(VOCAB)
+        scores[MASK_TOKEN] = -5.0
+        order = [t for t in torch.argsort(scores, descending=True).tolist() if t != truth[d - 1]]
+        rank = rng.choice([0, 0, 1, 2, 3, topk + 2])
+        order.insert(rank, truth[d - 1])
+        ranked = torch.empty(VOCAB)
+        ranked[torch.tensor(order)] = torch.linspace(3.0, -3.0, len(order))
+        rows.append(ranked)
+        chain.append(order[0])
+    return torch.stack(rows), chain, truth
+
+
+def load_set(set_dir):
+    """The set's ddtree_utils and ddtree_worker, with the sglang modules they import replaced."""
+    _module("sglang").__path__ = []
+    _module("sglang.srt").__path__ = []
+    _module("sglang.srt.speculative").__path__ = []
+    files = REPO / set_dir / "files" / "sglang" / "srt" / "speculative"
+    du = _load("sglang.srt.speculative.ddtree_utils", files / "ddtree_utils.py")
+    _module("sglang.kernels.ops.speculative.cache_locs", assign_extend_cache_locs_func=assign_extend_cache_locs_func)
+    _module("sglang.srt.model_executor.forward_batch_info", CaptureHiddenMode=SimpleNamespace(FULL="FULL"))
+    _module("sglang.srt.speculative.dflash_info", DFlashVerifyInput=DFlashVerifyInput)
+    _module("sglang.srt.speculative.dflash_utils", apply_dflash_verify_logits_adjustments=lambda **_kw: None)
+    _module("sglang.srt.managers.utils", GenerationBatchResult=SimpleNamespace)
+    _module("sglang.srt.speculative.eagle_utils", verify_tree_greedy_func=verify_tree_greedy_func)
+    return du, _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
+
+
+def greedy(context, count):
+    seq, out = list(context), []
+    for _k in range(count):
+        out.append(target_next(seq))
+        seq.append(out[-1])
+    return out
+
+
+class Simulation:
+    """Three requests of different prompt lengths, decoded by ddtree_verify_step step after step."""
+
+    def __init__(self, du, dw, config, seed):
+        self.du, self.dw, self.block = du, dw, config.block_size
+        self.topk = config.topk
+        self.rng = random.Random(seed)
+        torch.manual_seed(seed)
+        self.prompts = [[self.rng.randrange(VOCAB - 1) for _ in range(length)] for length in (3, 7, 12)]
+        self.bs, ctx = len(self.prompts), 4096
+        # Scattered slots, as an allocator would hand them out.
+        self.req_to_token = torch.arange(self.bs * ctx, dtype=torch.int64).view(self.bs, ctx).flip(1).contiguous()
+        self.kv = ToyKV(self.bs * ctx)
+        self.worker = Worker(config, self.req_to_token, self.kv)
+        self.committed = [list(p) for p in self.prompts]
+        for b, p in enumerate(self.prompts):  # the prefill's KV
+            self.kv.tok[self.req_to_token[b, : len(p)]] = torch.tensor(p)
+            self.kv.pos[self.req_to_token[b, : len(p)]] = torch.arange(len(p))
+        self.bonus = [target_next(p) for p in self.prompts]
+        self.emitted = [[b] for b in self.bonus]
+        self.stats = {"steps": 0, "accepted_drafts": 0, "chain_drafts": 0, "off_chain_steps": 0, "tree_nodes": set()}
+
+    def step(self):
+        drafts = [
+            draft_hidden_for(self.rng, self.committed[b], self.bonus[b], self.block, self.topk) for b in range(self.bs)
+        ]
+        prefix = torch.tensor([len(c) for c in self.committed], dtype=torch.int64)
+        block_ids = torch.full((self.bs, self.block), MASK_TOKEN, dtype=torch.int64)
+        block_ids[:, 0] = torch.tensor(self.bonus)
+        batch = SimpleNamespace(
+            req_pool_indices=torch.arange(self.bs), seq_lens=prefix.clone(), seq_lens_cpu=prefix.clone(),
+            seq_lens_sum=int(prefix.sum()), sampling_info=None, out_cache_loc=None,
+        )  # fmt: skip
+        result = self.dw.ddtree_verify_step(
+            self.worker, batch=batch, draft_input=None,
+            draft_hidden=torch.stack([d[0] for d in drafts]).view(self.bs * self.block, VOCAB),
+            block_ids=block_ids, prefix_lens=prefix, positions_2d=prefix.view(self.bs, 1) + torch.arange(self.block),
+            lm_head=SimpleNamespace(weight=torch.eye(VOCAB)), on_publish=None,
+        )  # fmt: skip
+        self.stats["steps"] += 1
+        self.stats["tree_nodes"].add(int(batch.out_cache_loc.numel()) // self.bs)
+        for b in range(self.bs):
+            self.check_request(b, result, drafts[b], int(prefix[b]))
+
+    def check_request(self, b, result, draft, prefix):
+        _rows, chain, truth = draft
+        commit = int(result.accept_lens[b])
+        new = result.next_token_ids[b * self.block : b * self.block + commit].tolist()
+        want = greedy([*self.committed[b], self.bonus[b]], commit)  # lossless: the target's own choice
+        assert new == want, "request %d step %d: emitted %s, target wants %s" % (b, self.stats["steps"], new, want)
+        chain_accept = self.du.chain_accept_length(chain, truth)  # what DFLASH would accept
+        assert commit - 1 >= chain_accept, "tree accepted %d < chain %d" % (commit - 1, chain_accept)
+        self.stats["off_chain_steps"] += int(commit - 1 > chain_accept)
+        self.stats["accepted_drafts"] += commit - 1
+        self.stats["chain_drafts"] += chain_accept
+        self.committed[b] = [*self.committed[b], self.bonus[b], *new[:-1]]
+        self.bonus[b] = new[-1]
+        self.emitted[b].extend(new)
+        assert int(result.new_seq_lens[b]) == len(self.committed[b])
+        assert int(result.next_draft_input.bonus_tokens[b]) == self.bonus[b]
+        slots = self.req_to_token[b, : len(self.committed[b])]
+        assert self.kv.tok[slots].tolist() == self.committed[b], "request %d: target KV lacks committed tokens" % b
+        assert self.kv.pos[slots].tolist() == list(range(len(self.committed[b])))
+        for p in range(prefix, len(self.committed[b])):
+            pos, code = self.worker.draft_kv[int(self.req_to_token[b, p])]
+            assert pos == p and code == context_code(self.committed[b][: p + 1]), "draft KV at position %d" % p
+
+    def check_streams(self):
+        for b, p in enumerate(self.prompts):  # the whole stream, once more from scratch
+            assert self.emitted[b] == greedy(p, len(self.emitted[b]))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--set", default="patchsets/ddtree-0.5.17")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--seed", type=int, default=1130)
+    args = p.parse_args(argv)
+    du, dw = load_set(args.set)
+    for block, budget, topk in ((4, 16, 8), (4, 4, 8), (6, 24, 3), (2, 9, 8)):
+        env = {"SGLANG_DDTREE_BUDGET": str(budget), "SGLANG_DDTREE_TOPK": str(topk)}
+        sim = Simulation(du, dw, du.resolve_ddtree_config(block, env), args.seed + budget)
+        for _step in range(args.steps):
+            sim.step()
+        sim.check_streams()
+        stats = sim.stats
+        nodes = sorted(stats.pop("tree_nodes"))
+        print(
+            "B=%d N=%d topk=%d: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
+            "(chain alone %d), steps with off-chain acceptance %d"
+            % (block, budget, topk, stats["steps"], nodes, stats["accepted_drafts"], stats["chain_drafts"],
+               stats["off_chain_steps"])
+        )  # fmt: skip
+        assert nodes == [budget], "tree size %s, budget %d" % (nodes, budget)
+        if budget > block:
+            assert stats["off_chain_steps"] > 0 and stats["accepted_drafts"] > stats["chain_drafts"]
+        else:
+            assert stats["accepted_drafts"] == stats["chain_drafts"]  # N = B: the tree is the chain
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
