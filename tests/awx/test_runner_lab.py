@@ -242,7 +242,7 @@ def test_workflow_rollback_verifies_the_restored_release_and_steps_no_further(la
     """The deploy restored A itself; the workflow's Rollback node re-verifies A. With only A on disk,
     stepping back once more (the rollback template's meaning by hand) would have nowhere to go."""
     result = lab.job("sglang rollback", workflow=workflow_after(lab.failed, lab.diagnosed))
-    assert result.private_data_dir.joinpath("env", "extravars").read_text().count("awx_workflow_job_id") == 1
+    assert "\nawx_workflow_job_id: 900\n" in result.private_data_dir.joinpath("env", "extravars").read_text()
     assert (result.status, result.rc) == ("successful", 0), [r.get("msg") for r in result.failed_results()]
     deploy = stats(result)
     assert deploy["ok"] is True
