@@ -12,7 +12,8 @@ def test_failed_first_deploy_records_no_last_good_release(lab):
 
 
 def test_the_report_names_the_exception_the_traceback_ends_with(report):
-    assert report["traceback"].startswith("Traceback (most recent call last):")
+    # sglang logs it as "[<time> TP0] Scheduler hit an exception: Traceback (most recent call last):"
+    assert "Traceback (most recent call last):" in report["traceback"].splitlines()[0]
     last_line = report["traceback"].strip().splitlines()[-1]
     assert report["exception_line"] == last_line
     assert report["attempts"][-1]["exception_line"] == last_line
