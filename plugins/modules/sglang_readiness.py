@@ -430,7 +430,8 @@ time_to_ready_from:
   sample: process
 """
 
-import time  # noqa: E402  (Ansible modules keep their docs first)
+import copy  # noqa: E402  (Ansible modules keep their docs first)
+import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
@@ -471,8 +472,9 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module():
+    # A copy: AnsibleModule fills the suboption defaults into the dict default of `probe` in place.
     return AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
+        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
         mutually_exclusive=[("unit", "pid", "pidfile")],
         required_one_of=[("unit", "pid", "pidfile")],
         supports_check_mode=True,
