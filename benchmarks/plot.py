@@ -143,7 +143,7 @@ def plot_verdicts(data, out):
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "verdicts.png", dpi=110)
+    fig.savefig(out / "verdicts.png", dpi=110, bbox_inches="tight")
 
 
 def plot_fleet(data, out):
