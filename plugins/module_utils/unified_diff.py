@@ -83,60 +83,81 @@ def parse(data, strip=1):
     patches = []
     i = 0
     while i < len(lines):
-        line = lines[i]
-        if not line.startswith(b"--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith(b"+++ "):
+        if not _is_file_header(lines, i):
             i += 1
             continue
-        fp = FilePatch(_strip_path(line[4:], strip), _strip_path(lines[i + 1][4:], strip))
-        i += 2
-        while i < len(lines) and lines[i].startswith(b"@@"):
-            m = _HUNK_RE.match(lines[i])
-            if not m:
-                raise DiffError("line %d: malformed hunk header %r" % (i + 1, lines[i].rstrip()))
-            hunk = Hunk(
-                int(m.group(1)),
-                int(m.group(2)) if m.group(2) is not None else 1,
-                int(m.group(3)),
-                int(m.group(4)) if m.group(4) is not None else 1,
-            )
-            i += 1
-            old_seen = new_seen = 0
-            while i < len(lines) and (old_seen < hunk.old_len or new_seen < hunk.new_len):
-                body = lines[i]
-                tag = body[:1]
-                if tag == b"\\":
-                    _mark_no_newline(hunk, i)
-                    i += 1
-                    continue
-                if body in (b"\n", b"\r\n"):
-                    # Some tools strip the single space of an empty context line.
-                    tag, body = b" ", b" " + body
-                if tag not in (b" ", b"-", b"+"):
-                    raise DiffError(
-                        "line %d: hunk for %s ends early (expected %d old / %d new lines, found %d / %d)"
-                        % (i + 1, fp.path, hunk.old_len, hunk.new_len, old_seen, new_seen)
-                    )
-                hunk.lines.append((tag, body[1:]))
-                if tag in (b" ", b"-"):
-                    old_seen += 1
-                if tag in (b" ", b"+"):
-                    new_seen += 1
-                i += 1
-            if old_seen != hunk.old_len or new_seen != hunk.new_len:
-                raise DiffError(
-                    "hunk @@ -%d,%d +%d,%d @@ for %s is truncated"
-                    % (hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, fp.path)
-                )
-            if i < len(lines) and lines[i].startswith(b"\\"):
-                _mark_no_newline(hunk, i)
-                i += 1
-            fp.hunks.append(hunk)
-        if not fp.hunks and not (fp.is_new or fp.is_delete):
-            raise DiffError("diff for %s has no hunks" % fp.path)
+        fp, i = _parse_file(lines, i, strip)
         patches.append(fp)
     if not patches:
         raise DiffError("no unified diff found (expected '--- a/...' / '+++ b/...' headers)")
     return patches
+
+
+def _is_file_header(lines, i):
+    """Whether lines[i] and lines[i + 1] are a '--- ' / '+++ ' pair."""
+    return lines[i].startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+
+
+def _parse_file(lines, i, strip):
+    """The FilePatch whose '--- ' header is lines[i], and the index of the line after its last hunk."""
+    fp = FilePatch(_strip_path(lines[i][4:], strip), _strip_path(lines[i + 1][4:], strip))
+    i += 2
+    while i < len(lines) and lines[i].startswith(b"@@"):
+        hunk, i = _parse_hunk(lines, i, fp)
+        fp.hunks.append(hunk)
+    if not fp.hunks and not (fp.is_new or fp.is_delete):
+        raise DiffError("diff for %s has no hunks" % fp.path)
+    return fp, i
+
+
+def _hunk_header(lines, i):
+    """The empty Hunk that the '@@' header lines[i] announces."""
+    m = _HUNK_RE.match(lines[i])
+    if not m:
+        raise DiffError("line %d: malformed hunk header %r" % (i + 1, lines[i].rstrip()))
+    return Hunk(
+        int(m.group(1)),
+        int(m.group(2)) if m.group(2) is not None else 1,
+        int(m.group(3)),
+        int(m.group(4)) if m.group(4) is not None else 1,
+    )
+
+
+def _parse_hunk(lines, i, fp):
+    """The Hunk whose header is lines[i] with its body, and the index of the line after it."""
+    hunk = _hunk_header(lines, i)
+    i += 1
+    old_seen = new_seen = 0
+    while i < len(lines) and (old_seen < hunk.old_len or new_seen < hunk.new_len):
+        body = lines[i]
+        tag = body[:1]
+        if tag == b"\\":
+            _mark_no_newline(hunk, i)
+            i += 1
+            continue
+        if body in (b"\n", b"\r\n"):
+            # Some tools strip the single space of an empty context line.
+            tag, body = b" ", b" " + body
+        if tag not in (b" ", b"-", b"+"):
+            raise DiffError(
+                "line %d: hunk for %s ends early (expected %d old / %d new lines, found %d / %d)"
+                % (i + 1, fp.path, hunk.old_len, hunk.new_len, old_seen, new_seen)
+            )
+        hunk.lines.append((tag, body[1:]))
+        if tag in (b" ", b"-"):
+            old_seen += 1
+        if tag in (b" ", b"+"):
+            new_seen += 1
+        i += 1
+    if old_seen != hunk.old_len or new_seen != hunk.new_len:
+        raise DiffError(
+            "hunk @@ -%d,%d +%d,%d @@ for %s is truncated"
+            % (hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, fp.path)
+        )
+    if i < len(lines) and lines[i].startswith(b"\\"):
+        _mark_no_newline(hunk, i)
+        i += 1
+    return hunk, i
 
 
 def _mark_no_newline(hunk, index):
@@ -176,14 +197,7 @@ def apply_file_patch(fp, original, relocate=False):
     at another line, provided its context and removed lines occur exactly and only once after the
     previous hunk.
     """
-    if fp.is_new:
-        if original is not None:
-            raise DiffError("%s: the diff creates this file but it already exists" % fp.path)
-        old_lines = []
-    else:
-        if original is None:
-            raise DiffError("%s: the diff modifies this file but it does not exist" % fp.path)
-        old_lines = split_lines(original)
+    old_lines = _old_lines(fp, original)
     out = []
     pos = 0  # index into old_lines
     for hunk in fp.hunks:
@@ -195,23 +209,39 @@ def apply_file_patch(fp, original, relocate=False):
                 "%s: hunk @@ -%d,%d @@ overlaps the previous hunk" % (fp.path, hunk.old_start, hunk.old_len)
             )
         out.extend(old_lines[pos:start])
-        cursor = start
-        for tag, body in hunk.lines:
-            if tag == b"+":
-                out.append(body)
-                continue
-            found = old_lines[cursor] if cursor < len(old_lines) else None
-            if found != body:
-                raise DiffError(
-                    "%s line %d: context does not match (hunk @@ -%d,%d @@): expected %r, found %r"
-                    % (fp.path, cursor + 1, hunk.old_start, hunk.old_len, body, found)
-                )
-            if tag == b" ":
-                out.append(body)
-            cursor += 1
-        pos = cursor
+        pos = _apply_hunk(fp, hunk, old_lines, start, out)
     out.extend(old_lines[pos:])
     return b"".join(out)
+
+
+def _old_lines(fp, original):
+    """The lines of `original` that `fp` starts from; checks that the file exists unless `fp` creates it."""
+    if fp.is_new:
+        if original is not None:
+            raise DiffError("%s: the diff creates this file but it already exists" % fp.path)
+        return []
+    if original is None:
+        raise DiffError("%s: the diff modifies this file but it does not exist" % fp.path)
+    return split_lines(original)
+
+
+def _apply_hunk(fp, hunk, old_lines, start, out):
+    """Append the hunk's new side to `out`, checking its old side at old_lines[start:]; returns the index after it."""
+    cursor = start
+    for tag, body in hunk.lines:
+        if tag == b"+":
+            out.append(body)
+            continue
+        found = old_lines[cursor] if cursor < len(old_lines) else None
+        if found != body:
+            raise DiffError(
+                "%s line %d: context does not match (hunk @@ -%d,%d @@): expected %r, found %r"
+                % (fp.path, cursor + 1, hunk.old_start, hunk.old_len, body, found)
+            )
+        if tag == b" ":
+            out.append(body)
+        cursor += 1
+    return cursor
 
 
 def apply(data, original, strip=1):
