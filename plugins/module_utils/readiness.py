@@ -335,18 +335,7 @@ class Readiness:
                 continue
 
             if pending is not None:
-                name, task, timeout, started = pending
-                verdict = None
-                if task.done():
-                    pending = None
-                    try:
-                        value = task.result()
-                    except Exception as exc:  # a bug in a call must still end in a verdict
-                        return self._fail("probe_failed", "internal error in the %s call: %r" % (name, exc))
-                    verdict = self._handle(name, value, timeout)
-                elif now - started >= timeout + self.params.task_slack_s:
-                    pending = None
-                    verdict = self._handle(name, None, timeout)
+                pending, verdict = self._collect(pending, now)
                 if verdict == "probe_failed":
                     failed_probe_at = self.clock()
                     continue
@@ -356,14 +345,30 @@ class Readiness:
             if pending is None:
                 remaining = self._remaining()
                 if remaining <= 0:
-                    return self._fail(
-                        "timeout",
-                        "no verdict within startup_timeout=%gs; last phase %s; progress: %s"
-                        % (self.params.startup_timeout, self.phase, self.progress or "none seen in the log"),
-                    )
+                    return self._timeout_verdict()
                 name, task, timeout = self._next_call(remaining)
                 pending = (name, task, timeout, self.clock())
             self.sleep(self.params.poll_interval)
+
+    def _collect(self, pending, now):
+        """The call in flight: (pending, None) while it runs, else (None, what ``_handle`` made of it)."""
+        name, task, timeout, started = pending
+        if task.done():
+            try:
+                value = task.result()
+            except Exception as exc:  # a bug in a call must still end in a verdict
+                return None, self._fail("probe_failed", "internal error in the %s call: %r" % (name, exc))
+            return None, self._handle(name, value, timeout)
+        if now - started >= timeout + self.params.task_slack_s:
+            return None, self._handle(name, None, timeout)
+        return pending, None
+
+    def _timeout_verdict(self):
+        return self._fail(
+            "timeout",
+            "no verdict within startup_timeout=%gs; last phase %s; progress: %s"
+            % (self.params.startup_timeout, self.phase, self.progress or "none seen in the log"),
+        )
 
     def _next_call(self, remaining):
         if self.phase in ("loading", "warming"):
@@ -382,59 +387,64 @@ class Readiness:
     def _handle(self, name, result, timeout):
         """Judge a finished (or overdue: result None) call: a verdict, "probe_failed" (after a grace) or None."""
         if name == "health":
-            if result is None or result.error == "timeout":
-                # Past "Starting" (which answers 503 at once) but the engine is slow: let a generation decide.
-                self.phase = "probing"
-            elif result.error in ("refused", "connection"):
-                self.phase = "loading"
-            elif result.status == 503:
-                # "Starting" answers 503 at once. A 503 that took seconds is the health check's own
-                # generation timing out (SGLANG_HEALTH_CHECK_TIMEOUT), and a 503 after the ready line
-                # means the engine stopped answering: either way a real generation decides.
-                slow = result.latency_s >= SLOW_HEALTH_503_S
-                self.phase = "probing" if slow or self._ready_line_seen else "warming"
-            else:
-                self.phase = "probing"
+            self._phase_after_health(result)
             return None
-
         if name == "generate":
-            if result is None:  # overdue on our clock: the call never came back
-                self.probe = {"api": self.prober.probe.api, "ok": False, "error": "timeout", "timeout_s": timeout}
-                outcome_error = "timeout"
-            else:
-                self._outcome = result
-                self.probe = result.as_dict(self.params.api_key)
-                outcome_error = None if result.ok else result.error
-            if outcome_error is None:
-                self.phase = "verifying"
-                return None
-            if outcome_error == "timeout":
-                if timeout < self.prober.probe.timeout:
-                    return self._fail(
-                        "timeout",
-                        "startup_timeout=%gs ran out while the test generation was still unanswered "
-                        "(after %gs)" % (self.params.startup_timeout, timeout),
-                    )
-                self._wedge_timeout = timeout
-                self.phase = "confirming"
-                return None
-            return "probe_failed"
-
+            return self._judge_generate(result, timeout)
         if name == "models":
-            path = "/v1/chat/completions" if self.prober.probe.api == "openai" else "/generate"
-            what = "POST %s did not answer within %gs" % (path, self._wedge_timeout)
-            if result is not None and result.ok:
-                reason = "%s while GET /v1/models answered HTTP %s in %.3fs" % (what, result.status, result.latency_s)
-            elif result is not None:
-                reason = "%s and GET /v1/models did not answer either (%s)" % (what, result.describe())
-            else:
-                reason = "%s and GET /v1/models did not answer either" % what
-            return self._fail("wedged", reason)
-
+            return self._judge_models(result)
         if name == "server_info":
             return self._verify(result)
-
         raise RuntimeError("readiness: unknown call %r" % name)
+
+    def _phase_after_health(self, result):
+        if result is None or result.error == "timeout":
+            # Past "Starting" (which answers 503 at once) but the engine is slow: let a generation decide.
+            self.phase = "probing"
+        elif result.error in ("refused", "connection"):
+            self.phase = "loading"
+        elif result.status == 503:
+            # "Starting" answers 503 at once. A 503 that took seconds is the health check's own
+            # generation timing out (SGLANG_HEALTH_CHECK_TIMEOUT), and a 503 after the ready line
+            # means the engine stopped answering: either way a real generation decides.
+            slow = result.latency_s >= SLOW_HEALTH_503_S
+            self.phase = "probing" if slow or self._ready_line_seen else "warming"
+        else:
+            self.phase = "probing"
+
+    def _judge_generate(self, result, timeout):
+        if result is None:  # overdue on our clock: the call never came back
+            self.probe = {"api": self.prober.probe.api, "ok": False, "error": "timeout", "timeout_s": timeout}
+            outcome_error = "timeout"
+        else:
+            self._outcome = result
+            self.probe = result.as_dict(self.params.api_key)
+            outcome_error = None if result.ok else result.error
+        if outcome_error is None:
+            self.phase = "verifying"
+            return None
+        if outcome_error != "timeout":
+            return "probe_failed"
+        if timeout < self.prober.probe.timeout:
+            return self._fail(
+                "timeout",
+                "startup_timeout=%gs ran out while the test generation was still unanswered "
+                "(after %gs)" % (self.params.startup_timeout, timeout),
+            )
+        self._wedge_timeout = timeout
+        self.phase = "confirming"
+        return None
+
+    def _judge_models(self, result):
+        path = "/v1/chat/completions" if self.prober.probe.api == "openai" else "/generate"
+        what = "POST %s did not answer within %gs" % (path, self._wedge_timeout)
+        if result is not None and result.ok:
+            reason = "%s while GET /v1/models answered HTTP %s in %.3fs" % (what, result.status, result.latency_s)
+        elif result is not None:
+            reason = "%s and GET /v1/models did not answer either (%s)" % (what, result.describe())
+        else:
+            reason = "%s and GET /v1/models did not answer either" % what
+        return self._fail("wedged", reason)
 
     def _verify(self, result):
         params = self.params
