@@ -76,6 +76,38 @@ def select_gpus(
     """
     errors: list[str] = []
     refused: list[dict] = []
+    excluded = _excluded(gpus, exclude, errors)
+    explicit = [str(s).strip() for s in (select or []) if str(s).strip() != ""]
+    if explicit:
+        mode = "explicit"
+        chosen = _select_explicit(
+            gpus, explicit, count=count, excluded=excluded, allow_busy=allow_busy, errors=errors, refused=refused
+        )
+    else:
+        mode = "auto"
+        chosen = _select_auto(
+            gpus, count=count, excluded=excluded, allow_busy=allow_busy, errors=errors, refused=refused
+        )
+    for gpu in chosen:
+        if not gpu.get("uuid"):
+            errors.append(f"{_label(gpu)} has no UUID in nvidia-smi output")
+    ok = not errors
+    if not ok:
+        chosen = []
+    return {
+        "ok": ok,
+        "mode": mode,
+        "uuids": [g["uuid"] for g in chosen],
+        "indices": [g.get("index") for g in chosen],
+        "selected": [{"index": g.get("index"), "uuid": g.get("uuid"), "name": g.get("name")} for g in chosen],
+        "excluded": [g.get("index") for g in excluded],
+        "refused": refused,
+        "errors": errors,
+    }
+
+
+def _excluded(gpus: list[dict], exclude, errors: list[str]) -> list[dict]:
+    """The GPUs that ``exclude`` names; appends to ``errors`` the ids that cannot name a GPU."""
     excluded: list[dict] = []
     for ident in exclude or []:
         gpu = find_gpu(gpus, ident)
@@ -85,69 +117,67 @@ def select_gpus(
             # An excluded GPU that is absent (e.g. already lost) is fine: it is not used either way.
             continue
         excluded.append(gpu)
-    excluded_ids = {id(g) for g in excluded}
+    return excluded
 
+
+def _refusal(gpu: dict, reasons: list[str]) -> dict:
+    return {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "reasons": reasons}
+
+
+def _explicit_error(gpus, ident, *, chosen, excluded, allow_busy, refused) -> str | None:
+    """Why the GPU that ``ident`` names cannot be chosen next, or None when it can."""
+    if id_kind(ident) is None:
+        return f"{ident!r} is not a GPU index, UUID (GPU-...) or PCI bus id"
+    gpu = find_gpu(gpus, ident)
+    if gpu is None:
+        return f"GPU {ident!r} not found on this host; known GPUs: {_known(gpus)}"
+    if any(gpu is c for c in chosen):
+        return f"GPU {ident!r} is listed twice"
+    if any(gpu is e for e in excluded):
+        return f"{_label(gpu)} is selected and also excluded"
+    ok, why = _usable(gpu, allow_busy)
+    if not ok:
+        refused.append(_refusal(gpu, why))
+        return f"{_label(gpu)} is not usable: {'; '.join(why)}"
+    return None
+
+
+def _select_explicit(gpus, explicit, *, count, excluded, allow_busy, errors, refused) -> list[dict]:
+    """The GPUs that the ids in ``explicit`` name, in order; appends each problem to ``errors``."""
     chosen: list[dict] = []
-    explicit = [str(s).strip() for s in (select or []) if str(s).strip() != ""]
-    if explicit:
-        mode = "explicit"
-        for ident in explicit:
-            if id_kind(ident) is None:
-                errors.append(f"{ident!r} is not a GPU index, UUID (GPU-...) or PCI bus id")
-                continue
-            gpu = find_gpu(gpus, ident)
-            if gpu is None:
-                errors.append(f"GPU {ident!r} not found on this host; known GPUs: {_known(gpus)}")
-                continue
-            if any(gpu is c for c in chosen):
-                errors.append(f"GPU {ident!r} is listed twice")
-                continue
-            if id(gpu) in excluded_ids:
-                errors.append(f"{_label(gpu)} is selected and also excluded")
-                continue
-            ok, why = _usable(gpu, allow_busy)
-            if not ok:
-                refused.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "reasons": why})
-                errors.append(f"{_label(gpu)} is not usable: {'; '.join(why)}")
-                continue
+    for ident in explicit:
+        error = _explicit_error(gpus, ident, chosen=chosen, excluded=excluded, allow_busy=allow_busy, refused=refused)
+        if error:
+            errors.append(error)
+        else:
+            chosen.append(find_gpu(gpus, ident))
+    if count is not None and count > 0 and len(explicit) != count and not errors:
+        errors.append(f"{len(explicit)} GPUs listed but {count} requested")
+    return chosen
+
+
+def _select_auto(gpus, *, count, excluded, allow_busy, errors, refused) -> list[dict]:
+    """The ``count`` (default 1) usable GPUs not excluded, lowest index first; every unusable one is refused."""
+    want = count if count is not None else 1
+    if want < 1:
+        errors.append(f"GPU count must be >= 1, got {want}")
+    chosen: list[dict] = []
+    candidates = sorted(
+        (g for g in gpus if not any(g is e for e in excluded)),
+        key=lambda g: (g.get("index") is None, g.get("index") or 0),
+    )
+    for gpu in candidates:
+        ok, why = _usable(gpu, allow_busy)
+        if not ok:
+            refused.append(_refusal(gpu, why))
+            continue
+        if len(chosen) < want:
             chosen.append(gpu)
-        if count is not None and count > 0 and len(explicit) != count and not errors:
-            errors.append(f"{len(explicit)} GPUs listed but {count} requested")
-    else:
-        mode = "auto"
-        want = count if count is not None else 1
-        if want < 1:
-            errors.append(f"GPU count must be >= 1, got {want}")
-        candidates = sorted(
-            (g for g in gpus if id(g) not in excluded_ids), key=lambda g: (g.get("index") is None, g.get("index") or 0)
-        )
-        for gpu in candidates:
-            ok, why = _usable(gpu, allow_busy)
-            if not ok:
-                refused.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "reasons": why})
-                continue
-            if len(chosen) < want:
-                chosen.append(gpu)
-        if want >= 1 and len(chosen) < want:
-            detail = "; ".join(f"GPU {r['index']}: {', '.join(r['reasons'])}" for r in refused) or "no other GPU"
-            excl = f"; excluded: {', '.join(str(g.get('index')) for g in excluded)}" if excluded else ""
-            errors.append(f"{want} usable GPUs needed, {len(chosen)} found ({detail}{excl})")
-    missing_uuid = [g for g in chosen if not g.get("uuid")]
-    for gpu in missing_uuid:
-        errors.append(f"{_label(gpu)} has no UUID in nvidia-smi output")
-    ok = not errors
-    return {
-        "ok": ok,
-        "mode": mode,
-        "uuids": [g["uuid"] for g in chosen] if ok else [],
-        "indices": [g.get("index") for g in chosen] if ok else [],
-        "selected": [{"index": g.get("index"), "uuid": g.get("uuid"), "name": g.get("name")} for g in chosen]
-        if ok
-        else [],
-        "excluded": [g.get("index") for g in excluded],
-        "refused": refused,
-        "errors": errors,
-    }
+    if want >= 1 and len(chosen) < want:
+        detail = "; ".join(f"GPU {r['index']}: {', '.join(r['reasons'])}" for r in refused) or "no other GPU"
+        excl = f"; excluded: {', '.join(str(g.get('index')) for g in excluded)}" if excluded else ""
+        errors.append(f"{want} usable GPUs needed, {len(chosen)} found ({detail}{excl})")
+    return chosen
 
 
 def tp_divides(tp_size: int, gpu_count: int) -> bool:
