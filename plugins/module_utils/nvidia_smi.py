@@ -360,65 +360,14 @@ def merge(
     The CSV query decides the GPU list and indices (it is what CUDA_VISIBLE_DEVICES indices follow);
     the XML adds what CSV cannot say (driver CUDA version, ECC detail, recovery state, processes).
     """
-    host_errors: list[dict] = []
-    for text in (query_text, xml_text, stderr_text):
-        klass = host_error(text or "")
-        if klass and not any(e["class"] == klass for e in host_errors):
-            line = next((ln.strip() for ln in (text or "").splitlines() if host_error(ln)), (text or "").strip()[:300])
-            host_errors.append({"class": klass, "message": line})
-
+    host_errors = _host_errors((query_text, xml_text, stderr_text))
     gpus = parse_query_gpu(query_text, query_fields) if query_text and query_text.strip() else []
-    # Handle errors printed on stderr (some driver versions): place them in the index gaps.
-    for line in (stderr_text or "").splitlines():
-        handle = _HANDLE_ERROR.search(line)
-        if handle and not any(g["pci_bus_id"] == normalize_bus_id(handle.group("bus")) for g in gpus):
-            gpus.append(_lost_gpu(None, handle.group("bus"), line.strip()))
-
+    _add_handle_errors(gpus, stderr_text)
     xml = None
     if xml_text and "<nvidia_smi_log" in xml_text:
         xml = parse_xml(xml_text)
-        if not gpus:
-            gpus = [dict(g) for g in xml["gpus"]]
-            for position, gpu in enumerate(gpus):
-                gpu["index"] = gpu.get("xml_position", position)
-        else:
-            for xgpu in xml["gpus"]:
-                target = _match(xgpu, gpus)
-                if target is None:
-                    if xgpu["lost"]:
-                        gpus.append(dict(xgpu))
-                    continue
-                for field in (
-                    "ecc_mode",
-                    "remapped_rows_pending",
-                    "remapped_rows_failure",
-                    "recovery_action",
-                ):
-                    if xgpu.get(field) is not None:
-                        target[field] = xgpu[field]
-                if xgpu.get("ecc_uncorrected") is not None:
-                    target["ecc_uncorrected"] = max(target.get("ecc_uncorrected") or 0, xgpu["ecc_uncorrected"])
-                for proc in xgpu["processes"]:
-                    if not any(p["pid"] == proc["pid"] for p in target["processes"]):
-                        target["processes"].append(proc)
-                if xgpu["lost"] and not target["lost"]:
-                    target["lost"], target["lost_reason"] = True, xgpu["lost_reason"]
-        for gpu in gpus:
-            gpu.pop("xml_position", None)
-
-    for app in parse_compute_apps(apps_text) if apps_text else []:
-        target = _match({"uuid": app["gpu_uuid"], "pci_bus_id": app["gpu_bus_id"]}, gpus)
-        if target is None:
-            continue
-        if not any(p["pid"] == app["pid"] for p in target["processes"]):
-            target["processes"].append(
-                {
-                    "pid": app["pid"],
-                    "process_name": app["process_name"],
-                    "type": "C",
-                    "used_memory_mb": app["used_memory_mb"],
-                }
-            )
+        gpus = _merge_xml(gpus, xml["gpus"])
+    _add_compute_apps(gpus, apps_text)
 
     _fill_missing_indices(gpus, xml["attached_gpus"] if xml else None)
     gpus.sort(key=lambda g: (g["index"] is None, g["index"] if g["index"] is not None else 0))
@@ -435,6 +384,73 @@ def merge(
         "gpus": gpus,
         "host_errors": host_errors,
     }
+
+
+def _host_errors(texts) -> list[dict]:
+    """One ``{class, message}`` per host error class found in ``texts``, with the first line that shows it."""
+    host_errors: list[dict] = []
+    for text in texts:
+        klass = host_error(text or "")
+        if klass and not any(e["class"] == klass for e in host_errors):
+            line = next((ln.strip() for ln in (text or "").splitlines() if host_error(ln)), (text or "").strip()[:300])
+            host_errors.append({"class": klass, "message": line})
+    return host_errors
+
+
+def _add_handle_errors(gpus: list[dict], stderr_text: str | None) -> None:
+    """Handle errors printed on stderr (some driver versions): add each such GPU as lost, to fill an index gap."""
+    for line in (stderr_text or "").splitlines():
+        handle = _HANDLE_ERROR.search(line)
+        if handle and not any(g["pci_bus_id"] == normalize_bus_id(handle.group("bus")) for g in gpus):
+            gpus.append(_lost_gpu(None, handle.group("bus"), line.strip()))
+
+
+def _merge_xml(gpus: list[dict], xml_gpus: list[dict]) -> list[dict]:
+    """The GPU list with what the XML adds; the XML's own list (indexed by position) when the CSV gave none."""
+    if not gpus:
+        gpus = [dict(g) for g in xml_gpus]
+        for position, gpu in enumerate(gpus):
+            gpu["index"] = gpu.get("xml_position", position)
+    else:
+        for xgpu in xml_gpus:
+            target = _match(xgpu, gpus)
+            if target is not None:
+                _merge_xml_gpu(target, xgpu)
+            elif xgpu["lost"]:
+                gpus.append(dict(xgpu))
+    for gpu in gpus:
+        gpu.pop("xml_position", None)
+    return gpus
+
+
+def _merge_xml_gpu(target: dict, xgpu: dict) -> None:
+    """Copy into the CSV's ``target`` what the XML's ``xgpu`` says and the CSV cannot."""
+    for field in ("ecc_mode", "remapped_rows_pending", "remapped_rows_failure", "recovery_action"):
+        if xgpu.get(field) is not None:
+            target[field] = xgpu[field]
+    if xgpu.get("ecc_uncorrected") is not None:
+        target["ecc_uncorrected"] = max(target.get("ecc_uncorrected") or 0, xgpu["ecc_uncorrected"])
+    for proc in xgpu["processes"]:
+        if not any(p["pid"] == proc["pid"] for p in target["processes"]):
+            target["processes"].append(proc)
+    if xgpu["lost"] and not target["lost"]:
+        target["lost"], target["lost_reason"] = True, xgpu["lost_reason"]
+
+
+def _add_compute_apps(gpus: list[dict], apps_text: str | None) -> None:
+    """Add to each GPU the compute processes that ``--query-compute-apps`` lists and it does not have yet."""
+    for app in parse_compute_apps(apps_text) if apps_text else []:
+        target = _match({"uuid": app["gpu_uuid"], "pci_bus_id": app["gpu_bus_id"]}, gpus)
+        if target is None or any(p["pid"] == app["pid"] for p in target["processes"]):
+            continue
+        target["processes"].append(
+            {
+                "pid": app["pid"],
+                "process_name": app["process_name"],
+                "type": "C",
+                "used_memory_mb": app["used_memory_mb"],
+            }
+        )
 
 
 def _fill_missing_indices(gpus: list[dict], attached: int | None) -> None:
