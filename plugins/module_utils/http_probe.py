@@ -297,38 +297,48 @@ class Prober:
         return self._judge(outcome)
 
     def _judge(self, outcome):
+        problem = self._call_problem(outcome) or self._generation_problem(outcome)
+        if problem:
+            return outcome.fail(*problem)
+        outcome.ok = True
+        return outcome
+
+    def _call_problem(self, outcome):
+        """(error, reason) when the HTTP call itself failed, else None."""
         result = outcome.http
         if result.error:
             what = {"timeout": "no answer within %gs" % outcome.timeout}.get(
                 result.error, "%s (%s)" % (result.error, result.detail)
             )
-            return outcome.fail(result.error, "%s: %s" % (result.url, what))
+            return result.error, "%s: %s" % (result.url, what)
         if not result.ok:
-            return outcome.fail(
+            return (
                 "http_status",
                 "%s answered HTTP %s: %s" % (result.url, result.status, result.excerpt(self.api_key)[:200]),
             )
+        return None
+
+    def _generation_problem(self, outcome):
+        """(error, reason) when the answered generation does not pass the probe, else None."""
         if outcome.finish_reason == "abort":
-            return outcome.fail(
+            return (
                 "abort",
                 "generation finished with reason abort%s"
                 % (": %s" % outcome.finish_message if outcome.finish_message else ""),
             )
         if outcome.completion_tokens <= 0:
-            return outcome.fail(
-                "no_tokens", "generation returned completion_tokens=%d (no output tokens)" % outcome.completion_tokens
+            return (
+                "no_tokens",
+                "generation returned completion_tokens=%d (no output tokens)" % outcome.completion_tokens,
             )
         if self.probe.require_text and not outcome.text.strip():
-            return outcome.fail(
-                "no_text", "generation returned %d tokens but empty text (require_text)" % outcome.completion_tokens
-            )
+            return "no_text", "generation returned %d tokens but empty text (require_text)" % outcome.completion_tokens
         if self.probe.expect_regex and not re.search(self.probe.expect_regex, outcome.text or ""):
-            return outcome.fail(
+            return (
                 "regex",
                 "generated text %r does not match expect_regex %r" % (outcome.text[:120], self.probe.expect_regex),
             )
-        outcome.ok = True
-        return outcome
+        return None
 
     # -- background ------------------------------------------------------------------------
     def start(self, name, **kwargs):
