@@ -25,33 +25,45 @@ def window_verdict(facts):
     ``facts``: settle_s, stayed_up_s, alive (the unit at the last poll), invocation_id /
     last_invocation_id, n_restarts (how many more than at the start), second_probe (dict or None).
     """
+    problem = _uptime_problem(facts) or _second_probe_problem(facts)
+    if problem:
+        return False, problem
+    return True, "stayed up %.1fs after ready with the same invocation; the second generation succeeded" % (
+        facts["stayed_up_s"]
+    )
+
+
+def _uptime_problem(facts):
+    """Why the unit did not stay up, with the same invocation, for the whole window; None if it did."""
     settle_s = facts["settle_s"]
     stayed = facts["stayed_up_s"]
     if not facts["alive"]:
-        return False, "the server went down %.1fs after ready, within the %gs stability window" % (stayed, settle_s)
+        return "the server went down %.1fs after ready, within the %gs stability window" % (stayed, settle_s)
     first, last = facts.get("invocation_id") or "", facts.get("last_invocation_id") or ""
     if first and last and first != last:
-        return False, "the unit was restarted (invocation %s -> %s) within the %gs stability window" % (
-            first,
-            last,
-            settle_s,
-        )
+        return "the unit was restarted (invocation %s -> %s) within the %gs stability window" % (first, last, settle_s)
     if facts.get("n_restarts"):
-        return False, "systemd restarted the unit %d time(s) within the %gs stability window" % (
+        return "systemd restarted the unit %d time(s) within the %gs stability window" % (
             facts["n_restarts"],
             settle_s,
         )
     if stayed < settle_s:
-        return False, "the window ended after %.1fs of %gs" % (stayed, settle_s)
+        return "the window ended after %.1fs of %gs" % (stayed, settle_s)
+    return None
+
+
+def _second_probe_problem(facts):
+    """Why the generation at the end of the window does not count; None if it succeeded."""
+    settle_s = facts["settle_s"]
     probe = facts.get("second_probe")
     if not probe:
-        return False, "no second generation was answered at the end of the %gs stability window" % settle_s
+        return "no second generation was answered at the end of the %gs stability window" % settle_s
     if not probe.get("ok"):
-        return False, "the second generation, %gs after ready, failed: %s" % (
+        return "the second generation, %gs after ready, failed: %s" % (
             settle_s,
             probe.get("reason") or probe.get("error"),
         )
-    return True, "stayed up %.1fs after ready with the same invocation; the second generation succeeded" % stayed
+    return None
 
 
 def _invocation(watch):
