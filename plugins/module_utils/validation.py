@@ -63,19 +63,22 @@ def show(value) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+# The name of each JSON kind, for messages; bool comes before number because a bool is an int.
+_KINDS = (
+    (bool, "a bool"),
+    ((int, float), "a number"),
+    (str, "a string"),
+    (dict, "a dict"),
+    ((list, tuple), "a list"),
+)
+
+
 def _kind(value) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a bool"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, dict):
-        return "a dict"
-    if isinstance(value, (list, tuple)):
-        return "a list"
+    for types, kind in _KINDS:
+        if isinstance(value, types):
+            return kind
     return type(value).__name__
 
 
@@ -98,43 +101,63 @@ def convert(name: str, value, type_: str, elements: str | None = None) -> tuple[
     found = f"{name}={show(value)}"
     if type_ == "raw":
         return value, []
-    if type_ in ("str", "path"):
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            return None, [f"{found}: must be a string, not {_kind(value)}"]
-        return (value if isinstance(value, str) else str(value)), []
-    if type_ == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value, []
-        if isinstance(value, float) and value.is_integer():
-            return int(value), []
-        if isinstance(value, str) and _INT.match(value.strip()):
-            return int(value.strip()), []
-        return None, [f"{found}: must be an integer (a whole number such as 8), not {_kind(value)}"]
-    if type_ == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value), []
-        if isinstance(value, str) and _FLOAT.match(value.strip()):
-            return float(value.strip()), []
-        return None, [f"{found}: must be a number (such as 0.88), not {_kind(value)}"]
-    if type_ == "bool":
-        if isinstance(value, bool):
-            return value, []
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value), []
-        if isinstance(value, str) and value.strip().lower() in BOOL_TRUE + BOOL_FALSE:
-            return value.strip().lower() in BOOL_TRUE, []
-        return None, [f"{found}: must be a boolean, one of true, false (also yes/no, on/off, 1/0)"]
     if type_ == "list":
-        if isinstance(value, (list, tuple)):
-            return list(value), []
-        of = f" of {elements}" if elements else ""
-        if isinstance(value, str):
-            return None, [
-                f"{found}: must be a list{of}, not a string (a string is never read as a list, neither character"
-                f" by character nor split on commas); {_pass_hint(name, _example_list(value, elements))}"
-            ]
-        return None, [f"{found}: must be a list{of}, not {_kind(value)}; {_pass_hint(name, [])}"]
-    # dict
+        return _to_list(name, found, value, elements)
+    if type_ == "dict":
+        return _to_dict(name, found, value)
+    return _SCALARS[type_](found, value)
+
+
+def _to_str(found: str, value) -> tuple[object, list[str]]:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None, [f"{found}: must be a string, not {_kind(value)}"]
+    return (value if isinstance(value, str) else str(value)), []
+
+
+def _to_int(found: str, value) -> tuple[object, list[str]]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, []
+    if isinstance(value, float) and value.is_integer():
+        return int(value), []
+    if isinstance(value, str) and _INT.match(value.strip()):
+        return int(value.strip()), []
+    return None, [f"{found}: must be an integer (a whole number such as 8), not {_kind(value)}"]
+
+
+def _to_float(found: str, value) -> tuple[object, list[str]]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), []
+    if isinstance(value, str) and _FLOAT.match(value.strip()):
+        return float(value.strip()), []
+    return None, [f"{found}: must be a number (such as 0.88), not {_kind(value)}"]
+
+
+def _to_bool(found: str, value) -> tuple[object, list[str]]:
+    if isinstance(value, bool):
+        return value, []
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value), []
+    if isinstance(value, str) and value.strip().lower() in BOOL_TRUE + BOOL_FALSE:
+        return value.strip().lower() in BOOL_TRUE, []
+    return None, [f"{found}: must be a boolean, one of true, false (also yes/no, on/off, 1/0)"]
+
+
+_SCALARS = {"str": _to_str, "path": _to_str, "int": _to_int, "float": _to_float, "bool": _to_bool}
+
+
+def _to_list(name: str, found: str, value, elements: str | None) -> tuple[object, list[str]]:
+    if isinstance(value, (list, tuple)):
+        return list(value), []
+    of = f" of {elements}" if elements else ""
+    if isinstance(value, str):
+        return None, [
+            f"{found}: must be a list{of}, not a string (a string is never read as a list, neither character"
+            f" by character nor split on commas); {_pass_hint(name, _example_list(value, elements))}"
+        ]
+    return None, [f"{found}: must be a list{of}, not {_kind(value)}; {_pass_hint(name, [])}"]
+
+
+def _to_dict(name: str, found: str, value) -> tuple[object, list[str]]:
     if isinstance(value, dict):
         return value, []
     return None, [
@@ -231,39 +254,41 @@ def check(name: str, value, spec: dict, rule: dict | None = None) -> list[str]:
         raise SpecError(f"{name}: unknown rule key(s) {', '.join(sorted(unknown_rule))}")
     if rule.get("batch_size"):
         return _check_batch_size(name, value)
-    type_ = spec.get("type", "str")
-    elements = spec.get("elements")
     if value is None:
         return [f"{name}: must be set (found null); see docs/variables.md for its allowed values"]
-    converted, errors = convert(name, value, type_, elements)
+    type_ = spec.get("type", "str")
+    converted, errors = convert(name, value, type_, spec.get("elements"))
     if errors:
         return errors
     if type_ == "list":
-        items = converted
-        if rule.get("non_empty") and not items:
-            return [f"{name}=[]: must list at least one item{'; ' + rule['means'] if rule.get('means') else ''}"]
-        if rule.get("unique"):
-            seen = [show(i) for i in items]
-            twice = sorted({s for s in seen if seen.count(s) > 1})
-            if twice:
-                errors.append(f"{name}: {', '.join(twice)} listed more than once")
-        for position, item in enumerate(items):
-            label = f"{name}[{position}]"
-            element = item
-            if elements:
-                element, item_errors = convert(label, item, elements)
-                if item_errors:
-                    errors.extend(item_errors)
-                    continue
-            errors.extend(_check_choices(label, element, spec.get("choices")))
-            errors.extend(_check_scalar(label, element, rule))
-        return errors
+        return _check_list(name, converted, spec, rule)
     if type_ == "dict":
         return _check_dict(name, converted, rule)
-    errors.extend(_check_choices(name, converted, spec.get("choices")))
-    if errors:
-        return errors
-    return _check_scalar(name, converted, rule)
+    return _check_choices(name, converted, spec.get("choices")) or _check_scalar(name, converted, rule)
+
+
+def _check_list(name: str, items: list, spec: dict, rule: dict) -> list[str]:
+    """Errors of a list: emptiness and repeats, then each item's element type, choices and rule."""
+    if rule.get("non_empty") and not items:
+        return [f"{name}=[]: must list at least one item{'; ' + rule['means'] if rule.get('means') else ''}"]
+    errors = []
+    if rule.get("unique"):
+        seen = [show(i) for i in items]
+        twice = sorted({s for s in seen if seen.count(s) > 1})
+        if twice:
+            errors.append(f"{name}: {', '.join(twice)} listed more than once")
+    elements = spec.get("elements")
+    for position, item in enumerate(items):
+        label = f"{name}[{position}]"
+        element = item
+        if elements:
+            element, item_errors = convert(label, item, elements)
+            if item_errors:
+                errors.extend(item_errors)
+                continue
+        errors.extend(_check_choices(label, element, spec.get("choices")))
+        errors.extend(_check_scalar(label, element, rule))
+    return errors
 
 
 def _check_choices(label: str, value, choices) -> list[str]:
