@@ -135,6 +135,20 @@ def manifest_errors(manifest):
     """Schema problems of a manifest, as a list of messages (empty when it is well formed)."""
     if not isinstance(manifest, dict):
         return ["manifest must be a mapping, found %s" % type(manifest).__name__]
+    errors = _top_level_errors(manifest)
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        errors.append("files must be a non-empty list, found %r" % (files,))
+        files = []
+    seen = set()
+    for index, entry in enumerate(files):
+        errors.extend(_file_entry_errors(index, entry, seen))
+    errors.extend(_verify_errors(manifest.get("verify", {})))
+    return errors
+
+
+def _top_level_errors(manifest):
+    """Problems of the manifest's keys, name, sglang_version and description."""
     errors = []
     unknown = sorted(set(manifest) - MANIFEST_KEYS)
     if unknown:
@@ -149,45 +163,60 @@ def manifest_errors(manifest):
         )
     if "description" in manifest and not isinstance(manifest["description"], str):
         errors.append("description must be a string")
-    files = manifest.get("files")
-    if not isinstance(files, list) or not files:
-        errors.append("files must be a non-empty list, found %r" % (files,))
-        files = []
-    seen = set()
-    for index, entry in enumerate(files):
-        where = "files[%d]" % index
-        if not isinstance(entry, dict):
-            errors.append("%s must be a mapping" % where)
-            continue
-        unknown = sorted(set(entry) - FILE_KEYS)
-        if unknown:
-            errors.append("%s has unknown keys %s; allowed: %s" % (where, unknown, sorted(FILE_KEYS)))
-        path = entry.get("path")
-        if not _safe_relpath(path):
-            errors.append("%s.path must be a relative path inside site-packages without '..', found %r" % (where, path))
-        elif path in seen:
-            errors.append("%s.path %s is listed twice" % (where, path))
-        else:
-            seen.add(path)
-            where = "files[%d] (%s)" % (index, path)
-        base = entry.get("base_sha256")
-        if base is not None and not (isinstance(base, str) and SHA_RE.match(base)):
-            errors.append("%s.base_sha256 must be 64 lowercase hex digits or null (new file), found %r" % (where, base))
-        result = entry.get("result_sha256")
-        if not (isinstance(result, str) and SHA_RE.match(result)):
-            errors.append("%s.result_sha256 must be 64 lowercase hex digits, found %r" % (where, result))
-        elif result == base:
-            errors.append("%s: base_sha256 equals result_sha256, the entry changes nothing" % where)
-        sources = [key for key in ("overlay", "diff") if entry.get(key) is not None]
-        if len(sources) != 1:
-            errors.append("%s needs exactly one of overlay or diff, found %s" % (where, sources or "neither"))
-        for key in sources:
-            if not _safe_relpath(entry[key]):
-                errors.append("%s.%s must be a path relative to the patch set, found %r" % (where, key, entry[key]))
-    verify = manifest.get("verify", {})
+    return errors
+
+
+def _file_entry_errors(index, entry, seen):
+    """Problems of files[index]; adds its path to `seen`, the paths of the entries before it."""
+    where = "files[%d]" % index
+    if not isinstance(entry, dict):
+        return ["%s must be a mapping" % where]
+    errors = []
+    unknown = sorted(set(entry) - FILE_KEYS)
+    if unknown:
+        errors.append("%s has unknown keys %s; allowed: %s" % (where, unknown, sorted(FILE_KEYS)))
+    path = entry.get("path")
+    if not _safe_relpath(path):
+        errors.append("%s.path must be a relative path inside site-packages without '..', found %r" % (where, path))
+    elif path in seen:
+        errors.append("%s.path %s is listed twice" % (where, path))
+    else:
+        seen.add(path)
+        where = "files[%d] (%s)" % (index, path)
+    return errors + _checksum_errors(where, entry) + _source_errors(where, entry)
+
+
+def _checksum_errors(where, entry):
+    """Problems of an entry's base_sha256 and result_sha256."""
+    errors = []
+    base = entry.get("base_sha256")
+    if base is not None and not (isinstance(base, str) and SHA_RE.match(base)):
+        errors.append("%s.base_sha256 must be 64 lowercase hex digits or null (new file), found %r" % (where, base))
+    result = entry.get("result_sha256")
+    if not (isinstance(result, str) and SHA_RE.match(result)):
+        errors.append("%s.result_sha256 must be 64 lowercase hex digits, found %r" % (where, result))
+    elif result == base:
+        errors.append("%s: base_sha256 equals result_sha256, the entry changes nothing" % where)
+    return errors
+
+
+def _source_errors(where, entry):
+    """Problems of an entry's overlay / diff: exactly one, a path relative to the patch set."""
+    errors = []
+    sources = [key for key in ("overlay", "diff") if entry.get(key) is not None]
+    if len(sources) != 1:
+        errors.append("%s needs exactly one of overlay or diff, found %s" % (where, sources or "neither"))
+    for key in sources:
+        if not _safe_relpath(entry[key]):
+            errors.append("%s.%s must be a path relative to the patch set, found %r" % (where, key, entry[key]))
+    return errors
+
+
+def _verify_errors(verify):
+    """Problems of the manifest's verify mapping."""
     if not isinstance(verify, dict):
-        errors.append("verify must be a mapping with imports / defines / compile")
-        verify = {}
+        return ["verify must be a mapping with imports / defines / compile"]
+    errors = []
     unknown = sorted(set(verify) - VERIFY_KEYS)
     if unknown:
         errors.append("verify has unknown keys %s; allowed: %s" % (unknown, sorted(VERIFY_KEYS)))
@@ -283,50 +312,61 @@ def validate(src, manifest=None, source_tree=None):
     errors = []
     report = []
     for entry in manifest["files"]:
-        path = entry["path"]
-        row = {"path": path, "source": "overlay" if entry.get("overlay") else "diff", "base": "not checked"}
-        current = None
-        if source_tree is not None:
-            current = read_bytes(target_file(source_tree, path))
-            found = None if current is None else sha256_bytes(current)
-            if found != entry.get("base_sha256"):
-                errors.append(_mismatch_message(path, entry["base_sha256"], entry["result_sha256"], found, source_tree))
-                row["base"] = "mismatch"
-                report.append(row)
-                continue
-            row["base"] = "ok"
-        if entry.get("diff") and source_tree is None:
-            # Without a base we can only check that the diff parses and names the right file.
-            diff = read_bytes(_source_file(src, entry["diff"]))
-            if diff is None:
-                errors.append("%s: diff %s is missing from the patch set" % (path, entry["diff"]))
-            else:
-                try:
-                    touched = [p.path for p in parse_diff(diff)]
-                except DiffError as exc:
-                    errors.append("%s: diff %s is malformed: %s" % (path, entry["diff"], exc))
-                else:
-                    if touched != [path]:
-                        errors.append("%s: diff %s touches %s, expected only %s" % (path, entry["diff"], touched, path))
-            report.append(row)
-            continue
-        try:
-            result_content(src, entry, current)
-        except PatchsetError as exc:
-            errors.append(exc.msg)
+        row, entry_errors = _validate_entry(src, entry, source_tree)
         report.append(row)
+        errors.extend(entry_errors)
     if source_tree is not None:
-        version = dist_version(source_tree)
-        if version is not None and version != manifest["sglang_version"]:
-            errors.append(
-                "source tree %s holds sglang %s, the patch set targets %s"
-                % (source_tree, version, manifest["sglang_version"])
-            )
+        errors.extend(_version_errors(source_tree, manifest["sglang_version"]))
     if errors:
         raise PatchsetError(
             "patch set %s (%s) is invalid: %s" % (manifest.get("name"), src, "; ".join(errors)), errors=errors
         )
     return {"name": manifest["name"], "sglang_version": manifest["sglang_version"], "files": report}
+
+
+def _validate_entry(src, entry, source_tree):
+    """The report row of one file entry, and its problems (see validate)."""
+    path = entry["path"]
+    row = {"path": path, "source": "overlay" if entry.get("overlay") else "diff", "base": "not checked"}
+    current = None
+    if source_tree is not None:
+        current = read_bytes(target_file(source_tree, path))
+        found = None if current is None else sha256_bytes(current)
+        if found != entry.get("base_sha256"):
+            row["base"] = "mismatch"
+            return row, [_mismatch_message(path, entry["base_sha256"], entry["result_sha256"], found, source_tree)]
+        row["base"] = "ok"
+    elif entry.get("diff"):
+        # Without a base we can only check that the diff parses and names the right file.
+        return row, _diff_shape_errors(src, entry)
+    try:
+        result_content(src, entry, current)
+    except PatchsetError as exc:
+        return row, [exc.msg]
+    return row, []
+
+
+def _diff_shape_errors(src, entry):
+    """Problems of an entry's diff read alone: missing, malformed, or touching another file."""
+    path = entry["path"]
+    diff = read_bytes(_source_file(src, entry["diff"]))
+    if diff is None:
+        return ["%s: diff %s is missing from the patch set" % (path, entry["diff"])]
+    try:
+        touched = [p.path for p in parse_diff(diff)]
+    except DiffError as exc:
+        return ["%s: diff %s is malformed: %s" % (path, entry["diff"], exc)]
+    if touched != [path]:
+        return ["%s: diff %s touches %s, expected only %s" % (path, entry["diff"], touched, path)]
+    return []
+
+
+def _version_errors(source_tree, sglang_version):
+    """A problem when the source tree holds another sglang version than the patch set targets."""
+    version = dist_version(source_tree)
+    if version is not None and version != sglang_version:
+        return ["source tree %s holds sglang %s, the patch set targets %s" % (source_tree, version, sglang_version)]
+    return []
 
 
 # --------------------------------------------------------------------------- plan
