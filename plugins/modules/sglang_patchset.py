@@ -233,21 +233,52 @@ def _runner(module):
     return run
 
 
+def _missing_param(p):
+    """Why the parameters do not name what the state needs, or None when they do."""
+    state = p["state"]
+    if state == "validated" and not p["src"]:
+        return "src is required with state=validated: the patch set directory on the controller"
+    if state == "applied" and not p["src"]:
+        return "src is required with state=applied: the patch set directory copied to the target"
+    if state in ("applied", "reverted") and not p["backup_dir"]:
+        return "backup_dir is required with state=%s (for example <release>/patch-backups/<name>)" % state
+    if not p["src"] and not p["manifest"]:
+        return "src or manifest is required: which patch set?"
+    return None
+
+
+def _python(p):
+    """The target interpreter: `python`, else the venv's bin/python, else None."""
+    return p["python"] or (os.path.join(p["venv"], "bin", "python") if p["venv"] else None)
+
+
+def _change(module, manifest, python, site_packages, runner):
+    """Apply or revert the patch set (state applied / reverted); the result keys of that step."""
+    p = module.params
+    if p["state"] == "applied":
+        return ps.apply(
+            p["src"],
+            site_packages,
+            p["backup_dir"],
+            manifest,
+            python,
+            runner=runner,
+            check_mode=module.check_mode,
+            check_version=p["check_version"],
+        )
+    if p["state"] == "reverted":
+        return ps.revert(site_packages, p["backup_dir"], manifest, python, runner=runner, check_mode=module.check_mode)
+    return {}
+
+
 def run_module(module, runner=None):
     p = module.params
     runner = runner or _runner(module)
     state = p["state"]
     result = {"changed": False, "files": [], "verify": {}}
-    if state == "validated" and not p["src"]:
-        module.fail_json(msg="src is required with state=validated: the patch set directory on the controller")
-    if state == "applied" and not p["src"]:
-        module.fail_json(msg="src is required with state=applied: the patch set directory copied to the target")
-    if state in ("applied", "reverted") and not p["backup_dir"]:
-        module.fail_json(
-            msg="backup_dir is required with state=%s (for example <release>/patch-backups/<name>)" % state
-        )
-    if not p["src"] and not p["manifest"]:
-        module.fail_json(msg="src or manifest is required: which patch set?")
+    missing = _missing_param(p)
+    if missing:
+        module.fail_json(msg=missing)
 
     manifest = p["manifest"] if p["manifest"] is not None else ps.load_manifest(p["src"])
     ps.check_manifest(manifest)
@@ -258,35 +289,17 @@ def run_module(module, runner=None):
         result["files"] = report["files"]
         return result
 
-    python = p["python"] or (os.path.join(p["venv"], "bin", "python") if p["venv"] else None)
+    python = _python(p)
     if not python:
         module.fail_json(msg="venv or python is required with state=%s" % state, **result)
-    site_packages = p["site_packages"]
     if not os.path.exists(python) and module.check_mode:
         # The venv is built by an earlier task that check mode did not run.
         result.update(changed=state != "verified", skipped_reason="%s does not exist yet (check mode)" % python)
         return result
-    if not site_packages:
-        site_packages = ps.resolve_site_packages(python, runner)
+    site_packages = p["site_packages"] or ps.resolve_site_packages(python, runner)
     result["site_packages"] = site_packages
 
-    if state == "applied":
-        result.update(
-            ps.apply(
-                p["src"],
-                site_packages,
-                p["backup_dir"],
-                manifest,
-                python,
-                runner=runner,
-                check_mode=module.check_mode,
-                check_version=p["check_version"],
-            )
-        )
-    elif state == "reverted":
-        result.update(
-            ps.revert(site_packages, p["backup_dir"], manifest, python, runner=runner, check_mode=module.check_mode)
-        )
+    result.update(_change(module, manifest, python, site_packages, runner))
     if state == "verified" or (p["verify"] and not module.check_mode):
         result["verify"] = ps.verify(
             site_packages, manifest, python, mode=p["verify_mode"], runner=runner, reverted=state == "reverted"
