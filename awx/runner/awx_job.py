@@ -72,42 +72,66 @@ def survey_spec_errors(spec: dict) -> list[str]:
     questions = spec.get("spec") if isinstance(spec.get("spec"), list) else []
     if isinstance(spec.get("spec"), list) and not questions:
         errors.append("'spec' doesn't contain any items")
-    seen = set()
+    seen: set = set()
     for idx, q in enumerate(questions):
-        if not isinstance(q, dict):
-            errors.append(f"question {idx} is not an object")
-            continue
-        missing = [k for k, kind in REQUIRED_KEYS.items() if not isinstance(q.get(k), kind)]
-        if missing:
-            errors.append(f"question {idx}: {', '.join(missing)} missing or of the wrong type")
-            continue
-        var, qtype = q["variable"], q["type"]
-        if var in seen:
-            errors.append(f"question {idx}: variable '{var}' duplicated")
-        seen.add(var)
-        if qtype not in SURVEY_TYPES:
-            errors.append(f"question {idx} ({var}): type '{qtype}' is not one of {sorted(SURVEY_TYPES)}")
-            continue
-        default = q.get("default")
-        if "default" in q and default != "" and not isinstance(default, SURVEY_TYPES[qtype]):
-            errors.append(f"question {idx} ({var}): default {default!r} expected to be {qtype}")
-        if qtype in ("integer", "float") and isinstance(default, bool):
-            errors.append(f"question {idx} ({var}): default {default!r} is a boolean, not a number")
-        for key in ("min", "max"):
-            if q.get(key) is not None and (not isinstance(q[key], int) or isinstance(q[key], bool)):
-                errors.append(f"question {idx} ({var}): {key} expected to be an integer")
-        if qtype in ("multiplechoice", "multiselect"):
-            if "choices" not in q:
-                errors.append(f"question {idx} ({var}): type {qtype} must specify choices")
-                continue
-            if "default" in q and default not in ("", None):
-                defaults = default.splitlines() if isinstance(default, str) else list(default)
-                if qtype == "multiplechoice" and len(defaults) > 1:
-                    errors.append(f"question {idx} ({var}): multiple choice can only have one default")
-                bad = [d for d in defaults if d not in _choices(q)]
-                if bad:
-                    errors.append(f"question {idx} ({var}): default {bad} not among the choices {_choices(q)}")
+        errors.extend(_question_spec_errors(idx, q, seen))
     return errors
+
+
+def _question_spec_errors(idx: int, q: Any, seen: set) -> list[str]:
+    """One question of a survey spec; ``seen`` collects the variables of the questions before it."""
+    if not isinstance(q, dict):
+        return [f"question {idx} is not an object"]
+    missing = [k for k, kind in REQUIRED_KEYS.items() if not isinstance(q.get(k), kind)]
+    if missing:
+        return [f"question {idx}: {', '.join(missing)} missing or of the wrong type"]
+    var, qtype = q["variable"], q["type"]
+    errors = []
+    if var in seen:
+        errors.append(f"question {idx}: variable '{var}' duplicated")
+    seen.add(var)
+    where = f"question {idx} ({var})"
+    if qtype not in SURVEY_TYPES:
+        return [*errors, f"{where}: type '{qtype}' is not one of {sorted(SURVEY_TYPES)}"]
+    errors.extend(_default_and_bound_errors(q, where))
+    if qtype in ("multiplechoice", "multiselect"):
+        errors.extend(_choice_spec_errors(q, where))
+    return errors
+
+
+def _default_and_bound_errors(q: dict, where: str) -> list[str]:
+    """The default's type (a number is no boolean) and integer min/max."""
+    errors = []
+    qtype, default = q["type"], q.get("default")
+    if "default" in q and default != "" and not isinstance(default, SURVEY_TYPES[qtype]):
+        errors.append(f"{where}: default {default!r} expected to be {qtype}")
+    if qtype in ("integer", "float") and isinstance(default, bool):
+        errors.append(f"{where}: default {default!r} is a boolean, not a number")
+    for key in ("min", "max"):
+        if q.get(key) is not None and (not isinstance(q[key], int) or isinstance(q[key], bool)):
+            errors.append(f"{where}: {key} expected to be an integer")
+    return errors
+
+
+def _choice_spec_errors(q: dict, where: str) -> list[str]:
+    """A choice question: it has choices, and its default is among them (one only for multiplechoice)."""
+    qtype, default = q["type"], q.get("default")
+    if "choices" not in q:
+        return [f"{where}: type {qtype} must specify choices"]
+    if "default" not in q or default in ("", None):
+        return []
+    errors = []
+    defaults = default.splitlines() if isinstance(default, str) else list(default)
+    if qtype == "multiplechoice" and len(defaults) > 1:
+        errors.append(f"{where}: multiple choice can only have one default")
+    bad = [d for d in defaults if d not in _choices(q)]
+    if bad:
+        errors.append(f"{where}: default {bad} not among the choices {_choices(q)}")
+    return errors
+
+
+def _bound(value: Any) -> Any:
+    return None if value in ("", None) else value
 
 
 def answer_errors(question: dict, answers: dict) -> list[str]:
@@ -116,27 +140,36 @@ def answer_errors(question: dict, answers: dict) -> list[str]:
     if var not in answers:
         return [f"'{var}' value missing"] if question.get("required") else []
     value = answers[var]
-    lo, hi = question.get("min"), question.get("max")
-    lo = None if lo in ("", None) else lo
-    hi = None if hi in ("", None) else hi
+    lo, hi = _bound(question.get("min")), _bound(question.get("max"))
     if qtype in ("text", "textarea", "password"):
-        if not isinstance(value, str):
-            return [f"value {value!r} for '{var}' expected to be a string"]
-        if lo is not None and len(value) < int(lo):
-            return [f"'{var}' value {value!r} is too small (length {len(value)}, must be at least {lo})"]
-        if hi is not None and len(value) > int(hi):
-            return [f"'{var}' value {value!r} is too large (length {len(value)}, must be no more than {hi})"]
-        return []
+        return _text_answer_errors(var, value, lo, hi)
     if qtype in ("integer", "float"):
-        kinds = (int,) if qtype == "integer" else (float, int)
-        if type(value) not in kinds:
-            return [f"value {value!r} for '{var}' expected to be {'an integer' if qtype == 'integer' else 'a float'}"]
-        if lo is not None and value < lo:
-            return [f"'{var}' value {value} is too small (must be at least {lo})"]
-        if hi is not None and value > hi:
-            return [f"'{var}' value {value} is too large (must be no more than {hi})"]
-        return []
-    choices = _choices(question)
+        return _number_answer_errors(var, qtype, value, lo, hi)
+    return _choice_answer_errors(var, qtype, value, _choices(question))
+
+
+def _text_answer_errors(var: str, value: Any, lo: Any, hi: Any) -> list[str]:
+    if not isinstance(value, str):
+        return [f"value {value!r} for '{var}' expected to be a string"]
+    if lo is not None and len(value) < int(lo):
+        return [f"'{var}' value {value!r} is too small (length {len(value)}, must be at least {lo})"]
+    if hi is not None and len(value) > int(hi):
+        return [f"'{var}' value {value!r} is too large (length {len(value)}, must be no more than {hi})"]
+    return []
+
+
+def _number_answer_errors(var: str, qtype: str, value: Any, lo: Any, hi: Any) -> list[str]:
+    kinds = (int,) if qtype == "integer" else (float, int)
+    if type(value) not in kinds:  # AWX compares type() exactly: True is no integer
+        return [f"value {value!r} for '{var}' expected to be {'an integer' if qtype == 'integer' else 'a float'}"]
+    if lo is not None and value < lo:
+        return [f"'{var}' value {value} is too small (must be at least {lo})"]
+    if hi is not None and value > hi:
+        return [f"'{var}' value {value} is too large (must be no more than {hi})"]
+    return []
+
+
+def _choice_answer_errors(var: str, qtype: str, value: Any, choices: list) -> list[str]:
     if qtype == "multiselect":
         if not isinstance(value, list):
             return [f"'{var}' value is expected to be a list"]
