@@ -214,18 +214,35 @@ def question_errors(
         return errors or project_check_errors(var, spec, values, playbook, repo)
     pspec = playbook_spec(playbook, var)
     if pspec is not None:
-        errors = _type_errors(question, var, pspec)
-        if errors:
-            return errors
-        errors = [e for v in values for e in _validate(var, pspec, v)]
-        errors += project_check_errors(var, pspec, values, playbook, repo)
-        if question["type"] == "integer":
-            for bound, inside in (("min", lambda q, s: q >= s), ("max", lambda q, s: q <= s)):
-                if pspec.get(bound) is not None and (
-                    question.get(bound) is None or not inside(question[bound], pspec[bound])
-                ):
-                    errors.append(f"{var}: survey {bound} {question.get(bound)} outside the {pspec['_source']} range")
+        return _playbook_variable_errors(question, pspec, values, playbook, repo)
+    return _mapped_variable_errors(question, template, specs, values, repo)
+
+
+def _playbook_variable_errors(
+    question: dict, pspec: dict, values: list, playbook: pathlib.Path, repo: pathlib.Path
+) -> list[str]:
+    """A question for a variable the playbook itself validates (its validate_inputs task)."""
+    var = question["variable"]
+    errors = _type_errors(question, var, pspec)
+    if errors:
         return errors
+    errors = [e for v in values for e in _validate(var, pspec, v)]
+    errors += project_check_errors(var, pspec, values, playbook, repo)
+    if question["type"] == "integer":
+        for bound, inside in (("min", lambda q, s: q >= s), ("max", lambda q, s: q <= s)):
+            if pspec.get(bound) is not None and (
+                question.get(bound) is None or not inside(question[bound], pspec[bound])
+            ):
+                errors.append(f"{var}: survey {bound} {question.get(bound)} outside the {pspec['_source']} range")
+    return errors
+
+
+def _mapped_variable_errors(
+    question: dict, template: dict, specs: dict[str, dict], values: list, repo: pathlib.Path
+) -> list[str]:
+    """A question whose answer reaches role variables only through the template's extra_vars."""
+    var = question["variable"]
+    playbook = repo / template["playbook"]
     targets = mapped_targets(template, var)
     if not targets:
         return [
