@@ -260,27 +260,34 @@ def _resolution_errors(args) -> str | None:
     algo = (args.speculative_algorithm or "").upper()
     if args.speculative_algorithm and algo not in SPECULATIVE_ALGORITHMS:
         return f"Unknown speculative algorithm name: {args.speculative_algorithm}"
-    if algo in ("DFLASH", "DDTREE"):
-        if not args.speculative_draft_model_path:
-            return f"{algo} speculative decoding requires setting --speculative-draft-model-path."
-        block, draft = args.speculative_dflash_block_size, args.speculative_num_draft_tokens
-        if block is not None and block <= 0:
-            return f"DFLASH requires --speculative-dflash-block-size to be positive, got {block}."
-        if block is not None and draft is not None and block != draft:
-            return (
-                "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. "
-                f"For DFLASH they must match. speculative_num_draft_tokens={draft}, "
-                f"speculative_dflash_block_size={block}."
-            )
-        if algo == "DDTREE":  # the ddtree patch sets check the tree budget here (ddtree.py)
-            try:
-                ddtree.resolve(draft or block or 16)
-            except ValueError as exc:
-                return str(exc)
+    error = _dflash_errors(args, algo) if algo in ("DFLASH", "DDTREE") else None
+    if error:
+        return error
     if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:
         return f"mem_fraction_static must be in (0, 1), got {args.mem_fraction_static}"
     if not 0 <= args.port <= 65535:
         return f"port has invalid port number {args.port}. Valid TCP port range is 0-65535."
+    return None
+
+
+def _dflash_errors(args, algo: str) -> str | None:
+    """The draft model and block size checks of DFLASH and DDTREE (and DDTREE's tree budget)."""
+    if not args.speculative_draft_model_path:
+        return f"{algo} speculative decoding requires setting --speculative-draft-model-path."
+    block, draft = args.speculative_dflash_block_size, args.speculative_num_draft_tokens
+    if block is not None and block <= 0:
+        return f"DFLASH requires --speculative-dflash-block-size to be positive, got {block}."
+    if block is not None and draft is not None and block != draft:
+        return (
+            "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. "
+            f"For DFLASH they must match. speculative_num_draft_tokens={draft}, "
+            f"speculative_dflash_block_size={block}."
+        )
+    if algo == "DDTREE":  # the ddtree patch sets check the tree budget here (ddtree.py)
+        try:
+            ddtree.resolve(draft or block or 16)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
@@ -355,8 +362,35 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
     load_s = settings.fault_after_s if fault in START_FAULTS else settings.load_s
     ranks = range(max(1, args.tp_size))
     cuda_graph = not args.disable_cuda_graph and args.cuda_graph_backend_decode != "disabled"
-    arch = engine.architecture
 
+    _load_weights(engine, fault, clock, load_s, ranks)
+    clock.sleep(load_s * 0.1)
+    _memory_faults(fault, args, clock, load_s, cuda_graph)
+    for r in ranks:
+        log(
+            f"KV Cache is allocated. #tokens: {engine.max_total_tokens}, K size: 30.12 GB, V size: 30.12 GB",
+            rank=r,
+        )
+        log("Memory pool end. avail mem=22.40 GB", rank=r)
+    if fault == "cuda_error":
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.cuda_error())
+    clock.sleep(load_s * 0.1)
+    if cuda_graph:
+        _capture_cuda_graphs(fault, clock, load_s, ranks)
+    else:
+        clock.sleep(load_s * 0.2)
+    log(
+        f"max_total_num_tokens={engine.max_total_tokens}, chunked_prefill_size={args.chunked_prefill_size or 8192}, "
+        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={engine.max_running_requests}, "
+        f"context_len={engine.context_len}, available_gpu_mem=21.38 GB",
+        rank=0,
+    )
+
+
+def _load_weights(engine, fault, clock: Clock, load_s: float, ranks) -> None:
+    """Torch distributed init and the checkpoint shards (where ``crash_on_start`` fires), then the draft."""
+    arch = engine.architecture
     for r in ranks:
         log("Init torch distributed begin.", rank=r)
     clock.sleep(load_s * 0.1)
@@ -386,35 +420,18 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
     if engine.spec_algorithm:
         log(f"Load weight begin. avail mem=88.21 GB (draft, {engine.spec_algorithm})", rank=0)
         log("Load weight end. elapsed=0.05 s, type=DFlashDraftModel, avail mem=84.02 GB, mem usage=4.19 GB.", rank=0)
-    clock.sleep(load_s * 0.1)
-    _memory_faults(fault, args, clock, load_s, cuda_graph)
+
+
+def _capture_cuda_graphs(fault, clock: Clock, load_s: float, ranks) -> None:
+    """CUDA graph capture (where ``cuda_oom`` fires when graphs are on)."""
+    for r in ranks:
+        log("Capture cuda graph begin. This can take up to several minutes. avail mem=22.40 GB", rank=r)
+    if fault == "cuda_oom":
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.cuda_oom_capture(cuda_graph=True))
+    clock.sleep(load_s * 0.2)
     for r in ranks:
         log(
-            f"KV Cache is allocated. #tokens: {engine.max_total_tokens}, K size: 30.12 GB, V size: 30.12 GB",
+            f"Capture cuda graph end. Time elapsed: {load_s * 0.2:.2f} s. mem usage=1.02 GB. avail mem=21.38 GB.",
             rank=r,
         )
-        log("Memory pool end. avail mem=22.40 GB", rank=r)
-    if fault == "cuda_error":
-        clock.sleep(load_s)
-        scheduler_exception(tracebacks.cuda_error())
-    clock.sleep(load_s * 0.1)
-    if cuda_graph:
-        for r in ranks:
-            log("Capture cuda graph begin. This can take up to several minutes. avail mem=22.40 GB", rank=r)
-        if fault == "cuda_oom":
-            clock.sleep(load_s)
-            scheduler_exception(tracebacks.cuda_oom_capture(cuda_graph=True))
-        clock.sleep(load_s * 0.2)
-        for r in ranks:
-            log(
-                f"Capture cuda graph end. Time elapsed: {load_s * 0.2:.2f} s. mem usage=1.02 GB. avail mem=21.38 GB.",
-                rank=r,
-            )
-    else:
-        clock.sleep(load_s * 0.2)
-    log(
-        f"max_total_num_tokens={engine.max_total_tokens}, chunked_prefill_size={args.chunked_prefill_size or 8192}, "
-        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={engine.max_running_requests}, "
-        f"context_len={engine.context_len}, available_gpu_mem=21.38 GB",
-        rank=0,
-    )
