@@ -3,9 +3,13 @@
 """scripts/make-patchset: a multi-file set with a new file, made for one release and carried to another."""
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import pathlib
 import subprocess
 import sys
+
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 MAKE = REPO / "scripts" / "make-patchset"
@@ -86,3 +90,16 @@ def test_a_new_file_that_the_next_release_already_has_is_refused(tmp_path):
     )
     ported = _make("--port", tmp_path / "set-1.0", "--base-tree", new, "--out", tmp_path / "set-2.0")
     assert ported.returncode == 2 and "sglang/srt/new_module.py is new in the set but exists" in ported.stderr
+
+
+def test_long_description_is_written_as_a_folded_block_that_reads_back_unchanged():
+    loader = importlib.machinery.SourceFileLoader("make_patchset", str(MAKE))
+    spec = importlib.util.spec_from_loader("make_patchset", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    text = "DDTree: " + "verify the draft as a tree in one target pass; " * 6
+    lines = module.yaml_text_field("description", text.strip())
+    assert lines[0] == "description: >-"
+    assert all(len(line) <= 100 for line in lines)
+    assert yaml.safe_load("\n".join(lines))["description"] == text.strip()
+    assert module.yaml_text_field("description", "short") == ['description: "short"']
