@@ -104,6 +104,10 @@ class BackgroundCall:
     def done(self):
         return self._done.is_set()
 
+    def wait(self, timeout):
+        """Block until the call finishes or ``timeout`` seconds pass; whether it finished."""
+        return self._done.wait(timeout)
+
     def result(self):
         if self._error is not None:
             raise self._error

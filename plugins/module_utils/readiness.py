@@ -2,10 +2,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The readiness state machine: watch the process, walk the HTTP phases, return a verdict.
 
-Every ``poll_interval`` the watcher (systemd unit or plain process) is polled first, so a
-death or a restart ends the wait within one poll whatever HTTP call is in flight. HTTP
-calls run in the background (``prober.start``) and are judged when they finish or when
-their own timeout has passed on the injected clock.
+At least every ``poll_interval`` the watcher (systemd unit or plain process) is polled first,
+so a death or a restart ends the wait within one poll whatever HTTP call is in flight. HTTP
+calls run in the background (``prober.start``); the loop waits on the call in flight for at
+most one poll interval and judges it as soon as it finishes (or once its own timeout has
+passed on the injected clock), so /health 200 -> generation -> server info -> verdict run
+back to back. /health itself is paced to once per poll interval.
 
 Phases: ``loading`` (port closed) -> ``warming`` (``/health`` 503) -> ``probing`` (a real
 generation) -> ``verifying`` (server info: speculative algorithm, accept length) ->
@@ -149,6 +151,7 @@ class Readiness:
         self._last_progress_read = None
         self._wedge_timeout = None
         self._ready_line_seen = False
+        self._last_health = None
 
     # -- helpers ----------------------------------------------------------------------------
     def _elapsed(self):
@@ -343,12 +346,41 @@ class Readiness:
                     return verdict
 
             if pending is None:
-                remaining = self._remaining()
-                if remaining <= 0:
-                    return self._timeout_verdict()
-                name, task, timeout = self._next_call(remaining)
-                pending = (name, task, timeout, self.clock())
+                pending, verdict = self._start_next()
+                if verdict is not None:
+                    return verdict
+            self._wait(pending[1])
+
+    def _start_next(self):
+        """(pending, None) with the phase's call started, or (None, the timeout verdict)."""
+        remaining = self._remaining()
+        if remaining <= 0:
+            return None, self._timeout_verdict()
+        self._pace()
+        name, task, timeout = self._next_call(remaining)
+        pending = (name, task, timeout, self.clock())
+        if name == "health":
+            self._last_health = pending[3]
+        return pending, None
+
+    def _pace(self):
+        """/health at most once per poll interval (a refused or 503 answer comes back at once)."""
+        if self.phase in ("loading", "warming") and self._last_health is not None:
+            left = self._last_health + self.params.poll_interval - self.clock()
+            if left > 0:
+                self.sleep(left)
+
+    def _wait(self, task):
+        """Until the call in flight finishes, at most one poll interval (the watcher is polled after it).
+
+        A call that answers at once is judged at once: ``task.wait(seconds)`` (an event wait) returns
+        when the call finishes. A task without ``wait`` falls back to a plain ``sleep``.
+        """
+        wait = getattr(task, "wait", None)
+        if wait is None:
             self.sleep(self.params.poll_interval)
+        else:
+            wait(self.params.poll_interval)
 
     def _collect(self, pending, now):
         """The call in flight: (pending, None) while it runs, else (None, what ``_handle`` made of it)."""

@@ -57,7 +57,7 @@ class FakeClock:
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)
-        self.now += seconds
+        self.now += max(seconds, 1e-6)  # a real sleep always takes some time (no float-residue busy loops)
 
 
 class FakeSglang:
@@ -111,6 +111,12 @@ class FakeTask:
 
     def result(self):
         return self.value
+
+    def wait(self, timeout):
+        """Like BackgroundCall.wait on the fake clock: returns as soon as the call has finished."""
+        left = timeout if self.latency is None else min(timeout, max(self.started + self.latency - self.clock(), 0.0))
+        self.clock.sleep(left)
+        return self.done()
 
 
 class FakeProber(http_probe.Prober):
@@ -198,6 +204,27 @@ def test_healthy_start_is_ready_after_a_real_generation():
     assert result["server"]["avg_spec_accept_length"] == 3.1
     assert "api_key" not in result["server"]
     assert sglang.paths("POST") == ["/generate"]
+
+
+def test_health_200_generation_and_server_info_run_back_to_back_not_a_poll_apart():
+    readiness, _clock, sglang, _ = make(healthy_server(), poll_interval=0.5)
+    result = readiness.run()
+    assert result["ready"] is True
+    first_200 = min(t for t, m, p, _ in sglang.calls if p == "/health" and t >= 12.0)
+    generate_at = next(t for t, m, p, _ in sglang.calls if p == "/generate")
+    info_at = next(t for t, m, p, _ in sglang.calls if p == "/get_server_info")
+    # health answers in 0.05 s, the generation in 0.4 s, server info in 0.02 s: no poll interval between them
+    assert generate_at - first_200 <= 0.06
+    assert info_at - generate_at <= 0.41
+    assert result["elapsed_s"] - first_200 <= 0.5
+
+
+def test_health_is_still_polled_once_per_interval_while_refused():
+    readiness, _clock, sglang, _ = make(healthy_server(), poll_interval=0.5)
+    readiness.run()
+    times = [t for t, m, p, _ in sglang.calls if p == "/health" and t < 10.0]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps and min(gaps) >= 0.5 - 1e-6 and max(gaps) <= 0.5 + 1e-6
 
 
 def test_empty_text_with_tokens_is_ready():
