@@ -509,32 +509,28 @@ class Steps:
 
     def report(self):
         p = self.p
+        common = {
+            "host": p["host"],
+            "unit": p["unit"],
+            "release_id": p["release_id"],
+            "previous_release_id": p["fields"].get("previous_release_id", ""),
+            "attempts": p["attempts"],
+        }
         if p["outcome"] == "ready":
             envelope = p["envelope"]
             report = release.success_report(
                 p["readiness"],
-                host=p["host"],
-                unit=p["unit"],
-                release_id=p["release_id"],
-                previous_release_id=p["fields"].get("previous_release_id", ""),
-                attempts=p["attempts"],
                 restarted=p["restarted"],
                 versions=p["versions"],
                 envelope=envelope,
                 envelope_settings=p["envelopes"].get(envelope, {}),
                 context=p["context"],
+                **common,
             )
             text = release.success_summary(report)
         else:
             report = release.failure_report(
-                p["readiness"],
-                host=p["host"],
-                unit=p["unit"],
-                release_id=p["release_id"],
-                previous_release_id=p["fields"].get("previous_release_id", ""),
-                attempts=p["attempts"],
-                target=p["rollback_target"],
-                rollback=p["rollback_readiness"],
+                p["readiness"], target=p["rollback_target"], rollback=p["rollback_readiness"], **common
             )
             text = release.failure_message(report).splitlines()
         return {"report": report, "text": text, "stats": release.without_attempts(report)}
