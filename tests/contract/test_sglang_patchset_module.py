@@ -1,14 +1,12 @@
 """Contract: the sglang_patchset module applies and reverts the committed set on the real 0.5.23 file."""
 
-import json
 import pathlib
 import shutil
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible_collections.specdec.sglang.plugins.modules import sglang_patchset
+from support.module_run import run_main, set_module_args
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SET_DIR = REPO / "patchsets" / "ddtree-spec-info"
@@ -16,13 +14,8 @@ SPEC_INFO = "sglang/srt/speculative/spec_info.py"
 
 
 def run(monkeypatch, capsys, **params):
-    check_mode = params.pop("_ansible_check_mode", False)
-    args = {"ANSIBLE_MODULE_ARGS": {**params, "_ansible_check_mode": check_mode}}
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps(args)))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        sglang_patchset.main()
-    return json.loads(capsys.readouterr().out)
+    set_module_args(monkeypatch, params)
+    return run_main(sglang_patchset.main, capsys)
 
 
 @pytest.fixture

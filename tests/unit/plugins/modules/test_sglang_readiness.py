@@ -6,8 +6,8 @@ import urllib.error
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible_collections.specdec.sglang.plugins.modules import sglang_readiness
+from support.module_run import run_main, set_module_args
 
 RUNNING = (
     "Id=sglang.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\nNRestarts=0\n"
@@ -54,10 +54,7 @@ def fake_open_url(routes, seen):
 
 
 def run(monkeypatch, capsys, systemctl=RUNNING, journal="", routes=None, **params):
-    check_mode = params.pop("_ansible_check_mode", False)
-    args = {"ANSIBLE_MODULE_ARGS": {**params, "_ansible_check_mode": check_mode}}
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps(args)))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    set_module_args(monkeypatch, params)
     commands = []
 
     def run_command(self, argv, **kwargs):
@@ -78,9 +75,7 @@ def run(monkeypatch, capsys, systemctl=RUNNING, journal="", routes=None, **param
         },
         seen,
     )
-    with pytest.raises(SystemExit):
-        sglang_readiness.run_module(sglang_readiness.build_module(), open_url_func=opener)
-    out = json.loads(capsys.readouterr().out)
+    out = run_main(lambda: sglang_readiness.run_module(sglang_readiness.build_module(), open_url_func=opener), capsys)
     out["_commands"] = commands
     out["_http"] = seen
     return out

@@ -5,8 +5,8 @@ import os
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 from ansible_collections.specdec.sglang.plugins.modules import sglang_release
+from support.module_run import run_main, set_module_args
 
 ENVELOPES = {"full": {"mem_fraction_static": 0.88}, "small": {"mem_fraction_static": 0.95}}
 V1 = {
@@ -59,8 +59,7 @@ def run(monkeypatch, capsys, tree, active="active", check_mode=False, **params):
         "_ansible_check_mode": check_mode,
         **params,
     }
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    set_module_args(monkeypatch, args)
     commands = []
 
     def run_command(self, argv, **kwargs):
@@ -68,9 +67,7 @@ def run(monkeypatch, capsys, tree, active="active", check_mode=False, **params):
         return 0, active + "\n", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    with pytest.raises(SystemExit):
-        sglang_release.main()
-    out = json.loads(capsys.readouterr().out)
+    out = run_main(sglang_release.main, capsys)
     out["_commands"] = commands
     return out
 
