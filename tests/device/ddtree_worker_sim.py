@@ -18,7 +18,9 @@ The draft's top-k holds the target's true next tokens at random ranks, on and of
 Checked after every step, for every request:
   - the emitted tokens are exactly the target's greedy continuation (lossless);
   - the target KV slots 0..committed-1 hold the committed tokens at positions 0..committed-1 (the
-    accepted path was moved into place; rejected branches left nothing behind);
+    accepted path was moved into place; rejected branches left nothing behind); the KV move reads its
+    location arrays as sglang's copy kernel does, as contiguous memory (a strided column view passed
+    to it moves the wrong slots: the bug the H200 replay found on 2026-11-30);
   - the draft KV written from the target's hidden states matches the committed contexts;
   - the accepted length is never below what DFLASH's chain gets from the same draft;
 and, over the run, that drafts off the chain were accepted and SGLANG_DDTREE_BUDGET sets the tree size.
@@ -124,8 +126,17 @@ class ToyKV:
         self.pos = torch.full((size,), -1, dtype=torch.int64)
 
     def move_kv_cache(self, tgt, src):
+        # sglang's copy kernel (copy_all_layer_kv_cache_tiled) reads the location arrays through a
+        # raw pointer, element i at base + i: a strided view (a column of a [bs, n] tensor) is read
+        # as the n-stride neighbours of its first element. Read them the same way here.
+        tgt, src = _as_kernel_reads(tgt), _as_kernel_reads(src)
         tok, pos = self.tok[src].clone(), self.pos[src].clone()  # gather, then scatter
         self.tok[tgt], self.pos[tgt] = tok, pos
+
+
+def _as_kernel_reads(loc):
+    """The values a kernel reading ``loc.numel()`` elements from ``loc.data_ptr()`` sees."""
+    return torch.as_strided(loc, (loc.numel(),), (1,), loc.storage_offset())
 
 
 class ToyTarget:

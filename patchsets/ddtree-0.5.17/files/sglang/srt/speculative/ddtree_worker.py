@@ -224,13 +224,17 @@ def ddtree_verify_step(
     bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
 
     # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
-    # Column j in increasing order: its source slot (node a_j >= j) is never a target of an
-    # earlier column, so sequential columns need no scratch copy.
+    # One move of every request's columns 1..B-1 (request-major, columns ascending). The node
+    # accepted at depth j sits at tree index a_j >= j, so no source slot is the target of an
+    # earlier pair: the move is correct both when the kernel copies all pairs at once and when
+    # the pool splits a long list into chunks done one after another.
+    # The copy kernel reads the location arrays as contiguous memory; a column view such as
+    # verify_loc_2d[:, j] would be read as its neighbours in row 0 (wrong slots when bs > 1).
     kv_pool = worker.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
-    for j in range(1, block):
-        tgt = verify_loc_2d[:, j]
-        src = torch.where(live[:, j], verify_loc[acc_global[:, j]], tgt)
-        kv_pool.move_kv_cache(tgt, src)
+    if block > 1:
+        tgt = verify_loc_2d[:, 1:block].contiguous()
+        src = torch.where(live[:, 1:], verify_loc[acc_global[:, 1:]], tgt)
+        kv_pool.move_kv_cache(tgt.reshape(-1), src.reshape(-1).contiguous())
 
     new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
     if on_publish is not None:
