@@ -9,6 +9,7 @@ this process; the GPU work runs in the venv's python.
 
   ddtree_check.py --python VENV/bin/python --target T --draft D --out DIR [--block 4]
                   [--budgets 16,8] [--prompts 8] [--tokens 64] [--apply-patchset patchsets/ddtree-0.5.17]
+                  [--prompts-file prompts.json]   (a trained pair's held-out prompts: train_tiny_pair.py)
 
 Steps (each result in DIR/ddtree-check.json, a summary in DIR/ddtree-summary.txt, server logs in DIR):
  1. kernels: random trees from the installed ddtree_utils; sgl_kernel.reconstruct_indices_from_tree_mask
@@ -356,6 +357,7 @@ def build_parser():
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--vocab", type=int, default=4096, help="prompt token ids are drawn below this")
+    p.add_argument("--prompts-file", help="JSON list of prompts (token id lists) instead of random ids")
     p.add_argument(
         "--tie-gap",
         type=float,
@@ -533,8 +535,12 @@ def main(argv=None):
     if not args.skip_kernels:
         result["checks"]["kernels"] = kernel_check(args.python, out)
 
-    rng = random.Random(20261130)
-    prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+    if args.prompts_file:
+        prompts = json.loads(pathlib.Path(args.prompts_file).read_text())[: args.prompts]
+    else:
+        rng = random.Random(20261130)
+        prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+    result["prompts"] = prompts
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     runs = plan_runs(args, budgets)
     results = run_servers(args, runs, prompts, out)
