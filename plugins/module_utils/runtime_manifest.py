@@ -253,7 +253,9 @@ def check_controller_inputs(
     patches = []
     for position, directory in enumerate(patch_sets or []):
         if not os.path.isfile(os.path.join(str(directory), "patchset.yml")):
-            errors.append(f"sglang_runtime_patch_sets[{position}]: {directory} has no patchset.yml")
+            errors.append(
+                f"sglang_runtime_patch_sets[{position}]: {directory} has no patchset.yml{_sets_beside(directory)}"
+            )
             continue
         patches.append(
             {"dir": os.path.basename(os.path.normpath(str(directory))), "files": _tree_digest(str(directory))}
@@ -261,6 +263,16 @@ def check_controller_inputs(
     inputs = {"manifest": entries, "sglang": sglang_in, "extra_wheels": extras, "patch_sets": patches}
     canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return {"errors": errors, "inputs": inputs, "inputs_sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+
+
+def _sets_beside(directory) -> str:
+    """'; patch sets in PARENT: a, b' (the directories beside ``directory`` that are patch sets), or ''."""
+    parent = os.path.dirname(os.path.normpath(str(directory)))
+    try:
+        names = sorted(n for n in os.listdir(parent) if os.path.isfile(os.path.join(parent, n, "patchset.yml")))
+    except OSError:
+        return ""
+    return "; patch sets in %s: %s" % (parent, ", ".join(names)) if names else ""
 
 
 def _manifest_input(position: int, entry: dict, errors: list[str]) -> dict:

@@ -152,6 +152,11 @@ CASES = [
          "sglang_service_extra_flags", "which the role manages"),
     case("draft-tokens-not-block-size", DEPLOY, ["sglang_service_speculative_num_draft_tokens=8"],
          "sglang_service_speculative_num_draft_tokens", "must equal sglang_service_dflash_block_size=16"),
+    # DDTREE takes patchsets/ddtree-<sglang_runtime_sglang.version>: the runtime role's version, not a copy
+    case("ddtree-no-set-for-sglang-version", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_runtime_sglang": {"version": "0.5.99",'
+          ' "source": "index", "wheel": "", "sha256": "", "git_url": "", "git_ref": "", "no_deps": false}}'],
+         "sglang_runtime_patch_sets[0]", "ddtree-0.5.99 has no patchset.yml", "ddtree-0.5.17, ddtree-0.5.23"),
     case("ddtree-budget-with-dflash", DEPLOY, ["sglang_service_ddtree_budget=4"], "sglang_service_ddtree_budget",
          "allowed with DFLASH: 0"),
     case("probe-timeout-beyond-startup", DEPLOY, ['{"sglang_service_probe": {"prompt": "hi", "timeout": 300}}'],

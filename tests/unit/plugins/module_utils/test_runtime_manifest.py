@@ -5,6 +5,7 @@ import pathlib
 
 import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+    check_controller_inputs,
     compare,
     expected_version,
     format_table,
@@ -191,3 +192,19 @@ def test_stub_wheels_are_deterministic_and_match_the_lab_manifest(tmp_path):
     second = build_all(tmp_path / "b")
     assert first == second
     assert check_vars(first, REPO / "inventory" / "group_vars" / "lab" / "runtime.yml") == []
+
+
+def test_missing_patch_set_names_the_sets_beside_it(tmp_path):
+    for name in ("ddtree-0.5.17", "ddtree-0.5.23"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "patchset.yml").write_text("name: %s\n" % name)
+    (tmp_path / "notes").mkdir()  # not a patch set: not named
+    sglang = {"version": "0.5.99", "source": "index"}
+    result = check_controller_inputs(
+        [], sglang, patch_sets=[str(tmp_path / "ddtree-0.5.17"), str(tmp_path / "ddtree-0.5.99")]
+    )
+    assert result["errors"] == [
+        "sglang_runtime_patch_sets[1]: %s has no patchset.yml; patch sets in %s: ddtree-0.5.17, ddtree-0.5.23"
+        % (tmp_path / "ddtree-0.5.99", tmp_path)
+    ]
+    assert [p["dir"] for p in result["inputs"]["patch_sets"]] == ["ddtree-0.5.17"]
