@@ -78,31 +78,38 @@ def batches(ids, seq, batch, gen):
     return torch.stack([ids[s : s + seq + 1] for s in starts.tolist()])
 
 
-def lr_at(step, warmup, peak):
-    return peak * min(1.0, (step + 1) / warmup)
-
-
-def train_target(model, train_ids, args, device):
-    opt = torch.optim.AdamW(model.parameters(), lr=args.target_lr, weight_decay=0.01, betas=(0.9, 0.95))
-    gen = torch.Generator().manual_seed(args.seed)
-    model.train()
+def train_for(name, module, *, seconds, lr, weight_decay, loss_of):
+    """AdamW on ``module`` for ``seconds`` of wall time (100 warm-up steps); ``loss_of()`` gives a batch's loss."""
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+    module.train()
     step, losses, t0 = 0, [], time.monotonic()
-    while time.monotonic() - t0 < args.target_seconds:
-        x = batches(train_ids, args.seq, args.batch, gen).to(device)
+    while time.monotonic() - t0 < seconds:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, 100, args.target_lr)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=x[:, :-1]).logits
-        loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), x[:, 1:].reshape(-1))
+            group["lr"] = lr * min(1.0, (step + 1) / 100)
+        loss = loss_of()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
         opt.step()
         step += 1
         if step % 200 == 0 or step == 1:
             losses.append([step, round(loss.item(), 4)])
-            log("target step %d loss %.3f (%.0fs)" % (step, loss.item(), time.monotonic() - t0))
+            log("%s step %d loss %.3f (%.0fs)" % (name, step, loss.item(), time.monotonic() - t0))
     return {"steps": step, "seconds": round(time.monotonic() - t0, 1), "loss": losses}
+
+
+def train_target(model, train_ids, args, device):
+    gen = torch.Generator().manual_seed(args.seed)
+
+    def loss_of():
+        x = batches(train_ids, args.seq, args.batch, gen).to(device)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            logits = model(input_ids=x[:, :-1]).logits
+        return F.cross_entropy(logits.float().reshape(-1, VOCAB), x[:, 1:].reshape(-1))
+
+    return train_for(
+        "target", model, seconds=args.target_seconds, lr=args.target_lr, weight_decay=0.01, loss_of=loss_of
+    )
 
 
 @torch.no_grad()
@@ -231,30 +238,19 @@ def draft_logits(draft, target, feats, embeds, *, anchors, block):
 
 
 def train_draft(draft, target, data, feats, *, args, device):
-    opt = torch.optim.AdamW(draft.parameters(), lr=args.draft_lr, weight_decay=0.0, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(args.seed + 1)
-    step, losses, t0 = 0, [], time.monotonic()
-    n = data.shape[0]
-    while time.monotonic() - t0 < args.draft_seconds:
-        idx = torch.randint(0, n, (args.draft_batch,), generator=gen).to(device)
+
+    def loss_of():
+        idx = torch.randint(0, data.shape[0], (args.draft_batch,), generator=gen).to(device)
         seqs, f = data[idx], feats[idx]
         anchors, embeds, labels = draft_step_tensors(
             target, seqs, prompt_len=args.prompt_len, anchors_per_seq=args.anchors, block=args.block, gen=gen
         )
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, 100, args.draft_lr)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
             logits = draft_logits(draft, target, f, embeds, anchors=anchors, block=args.block)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % 200 == 0 or step == 1:
-            losses.append([step, round(loss.item(), 4)])
-            log("draft step %d loss %.3f (%.0fs)" % (step, loss.item(), time.monotonic() - t0))
-    return {"steps": step, "seconds": round(time.monotonic() - t0, 1), "loss": losses}
+        return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+
+    return train_for("draft", draft, seconds=args.draft_seconds, lr=args.draft_lr, weight_decay=0.0, loss_of=loss_of)
 
 
 @torch.no_grad()
