@@ -4,8 +4,9 @@
 
 Each run starts the engine simulator (a test double for sglang) as a transient systemd unit,
 as the service role does (Type=simple, Restart as given), and waits with the collection's
-readiness logic in unit mode (plugins/module_utils, the code the sglang_readiness module runs,
-polling every 0.5 s; for the death modes also with the pidfd-driven ExitWaiter). Death ->
+readiness logic in unit mode (plugins/module_utils, the code the sglang_readiness module runs:
+with the pidfd-driven ExitWaiter, as the module ships, and for the death modes also with plain
+0.5 s polling, what a host without pidfds gets). Death ->
 verdict comes from systemd's own exit timestamp
 (ExecMainExitTimestampMonotonic, the clock readiness uses). Then, once per
 mode, the field report's loop (GET /v1/models every 5 s, 900 s budget) runs alone against
@@ -145,8 +146,8 @@ def naive_run(mode, port, cap_s):
 
 
 def one_run(mode, index, port, wait="poll"):
-    """One start and readiness run. wait: "poll" (sleep 0.5 s between polls, as shipped) or
-    "event" (process_state.ExitWaiter: a pidfd on the main PID ends the sleep at the exit)."""
+    """One start and readiness run. wait: "poll" (sleep 0.5 s between polls: a host without pidfds) or
+    "event" (process_state.ExitWaiter, as the module ships: a pidfd on the main PID ends the sleep at the exit)."""
     expected = MODES[mode][3]
     launched = time.monotonic()
     unit = start_unit(mode, index, port, wait[0])

@@ -66,6 +66,9 @@ def journal_command(invocation_id=None, unit=None, since_epoch=None, tail_lines=
     return argv
 
 
+SYNC_COMMAND = ["journalctl", "--sync"]
+
+
 class JournalReader:
     """Reads one start's journal through an injected ``run_command(argv) -> (rc, out, err)``."""
 
@@ -73,6 +76,20 @@ class JournalReader:
         self._run = run_command
         self.last_command = None
         self.last_error = None
+
+    def sync(self):
+        """``journalctl --sync``: True once journald has processed every message written before the call.
+
+        journald answers the request only after the events already queued for it, the stdout
+        streams of dead processes included, so the text read next holds a dead process's last
+        lines. False where the caller may not ask (not root) or journald did not answer.
+        """
+        self.last_command = SYNC_COMMAND
+        rc, out, err = self._run(list(SYNC_COMMAND))
+        if rc != 0:
+            self.last_error = (err or out or "").strip()[:500] or "journalctl --sync exited %d" % rc
+            return False
+        return True
 
     def read(self, unit=None, invocation_id=None, since_epoch=None, tail_lines=None):
         """The text of this start (oldest first); invocation id first, then --since fallback."""

@@ -189,13 +189,23 @@ class Readiness:
             self._ready_line_seen = self._ready_line_seen or journal_text.saw_ready_line(line)
 
     def _settled_log(self):
-        """This start's log, re-read until it is complete and stops growing (journald may lag the death).
+        """This start's log, complete: journald may lag the death.
 
-        Complete: the watcher says so (a unit: systemd's end-of-start lines are in the journal).
-        Bounded by ``journal_settle_s``.
+        A watcher that can sync its log (a unit: ``journalctl --sync``) is read once after the sync;
+        that text is complete when the watcher says so (systemd's end-of-start lines are in it).
+        Otherwise, or when the sync did not make it complete, the log is re-read until it is complete
+        and stops growing, bounded by ``journal_settle_s``.
         """
         settled = getattr(self.watcher, "log_settled", lambda text: True)
+        sync = getattr(self.watcher, "sync_log", None)
+        try:
+            synced = bool(sync and sync())
+        except Exception as exc:  # the re-read below still settles the log
+            self.notes.append("could not sync the journal: %s" % exc)
+            synced = False
         text = self.watcher.read_log()
+        if synced and settled(text):
+            return text
         waited = 0.0
         step = 0.25
         while waited < self.params.journal_settle_s:

@@ -242,6 +242,10 @@ class UnitWatcher:
         """journald may lag a death: the log is complete once systemd's end lines are in it."""
         return unit_end_seen(text)
 
+    def sync_log(self):
+        """Make journald process everything written so far (``journalctl --sync``); False if it could not."""
+        return self.journal.sync()
+
     def read_log(self, tail_lines=None):
         """Journal of the watched start (the first invocation seen), oldest first."""
         ref = self.first or self.last

@@ -14,7 +14,12 @@ description:
     classified reason (failure class, exception, last traceback, hint) as soon as it cannot.
   - Every O(poll_interval) the systemd unit (O(unit)) or the process (O(pid) / O(pidfile)) is checked
     first. A unit that is failed, inactive or exited, or that systemd restarted (C(NRestarts) grew, the
-    main PID or the invocation changed), ends the wait within one poll, never at the deadline.
+    main PID or the invocation changed), ends the wait within one poll, never at the deadline. Where
+    the host has pidfds (Linux 5.3+), the wait between checks ends as soon as the main process exits,
+    so a death is judged within milliseconds rather than at the next poll.
+  - After a death the unit's journal is synced (C(journalctl --sync), which returns once journald has
+    processed what the dead process wrote) and read once; without the sync (not root), it is re-read
+    until systemd's end-of-start lines are in it and it stops growing.
   - Port closed means the model is still loading; C(/health) 503 means warming up. Neither is a failure;
     only O(startup_timeout) ends a slow start, and the last load-progress line of the log is reported.
   - Once C(/health) answers 200 (or does not answer within 5 s, so the engine is past start-up), a real
@@ -436,7 +441,10 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
+    ExitWaiter,
+    ProcessWatcher,
+)
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.settle import extend as settle_window  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher  # noqa: E402
@@ -511,10 +519,15 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_COLORS": "0"})
 
+    # The loop's sleep ends when the watched main process exits (pidfd; a plain sleep where the
+    # host has none), so a death is judged within milliseconds, not at the next poll.
+    waiter = ExitWaiter(sleep=sleep)
     if params["unit"]:
-        watcher = UnitWatcher(params["unit"], run_command)
+        watcher = UnitWatcher(params["unit"], run_command, waiter=waiter)
     else:
-        watcher = ProcessWatcher(pid=params["pid"], pidfile=params["pidfile"], log_file=params["log_file"])
+        watcher = ProcessWatcher(
+            pid=params["pid"], pidfile=params["pidfile"], log_file=params["log_file"], waiter=waiter
+        )
     prober = Prober(
         params["base_url"],
         open_url_func,
@@ -537,7 +550,7 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
             api_key=params["api_key"],
         ),
         clock=clock,
-        sleep=sleep,
+        sleep=waiter,
     )
     try:
         if module.check_mode:

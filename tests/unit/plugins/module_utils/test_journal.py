@@ -228,3 +228,14 @@ def test_fatal_region_of_a_log_without_progress_is_the_whole_log():
     assert journal.fatal_region("Traceback (most recent call last):\nValueError: x") == (
         "Traceback (most recent call last):\nValueError: x"
     )
+
+
+def test_sync_asks_journald_and_says_whether_it_answered():
+    runner = FakeRunner([(0, "", "")])
+    reader = journal.JournalReader(runner)
+    assert reader.sync() is True
+    assert runner.calls == [["journalctl", "--sync"]]
+    runner = FakeRunner([(1, "", "Failed to open /run/systemd/journal/io.systemd.journal: Permission denied")])
+    reader = journal.JournalReader(runner)
+    assert reader.sync() is False
+    assert "Permission denied" in reader.last_error

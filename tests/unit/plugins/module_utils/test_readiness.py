@@ -538,6 +538,53 @@ def test_journal_is_awaited_until_systemds_end_lines_arrive():
     assert result["exception_line"].startswith("RuntimeError: Not enough memory"), result["exception_line"]
 
 
+def _lagging_journal(death_at, complete_at):
+    """journald has half the traceback when the death is seen; the rest and systemd's end lines later."""
+    head = OOM_LOG.split("RuntimeError", maxsplit=1)[0]
+    end = "sglang.service: Main process exited, code=killed, status=9/KILL\n"
+    return lambda t: OOM_LOG + end if t >= complete_at else head
+
+
+def test_a_synced_journal_is_read_once_without_waiting():
+    """``journalctl --sync`` returns once journald has processed the dead process's output: no settle wait."""
+    synced = []
+    readiness, clock, _, watcher = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=lambda t: OOM_LOG + "x"
+    )
+    watcher.log_settled = lambda text: True
+    watcher.sync_log = lambda: synced.append(clock()) or True
+    result = readiness.run()
+    assert result["failure_class"] == "oom_mem_fraction"
+    assert len(synced) == 1 and clock() == synced[0], "the verdict came without a sleep after the sync"
+
+
+def test_a_sync_that_leaves_the_journal_incomplete_falls_back_to_waiting():
+    log = _lagging_journal(death_at=2, complete_at=3.2)
+    readiness, clock, _, watcher = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=log
+    )
+    watcher.log_settled = lambda text: "Main process exited" in text
+    watcher.sync_log = lambda: True
+    result = readiness.run()
+    assert result["exception_line"].startswith("RuntimeError: Not enough memory"), result["exception_line"]
+    assert clock() >= 3.2
+
+
+def test_a_failing_sync_is_a_note_and_the_journal_is_still_awaited():
+    readiness, _, _, watcher = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=_lagging_journal(2, 3.2)
+    )
+    watcher.log_settled = lambda text: "Main process exited" in text
+
+    def sync_log():
+        raise OSError("journalctl: not found")
+
+    watcher.sync_log = sync_log
+    result = readiness.run()
+    assert result["exception_line"].startswith("RuntimeError: Not enough memory")
+    assert any("could not sync the journal" in note for note in result["notes"])
+
+
 # -- deaths judged from the fatal end of the log; serving phase -------------------------------------
 
 HARMONY_LINE = (

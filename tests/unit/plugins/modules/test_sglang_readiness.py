@@ -2,6 +2,9 @@
 
 import io
 import json
+import subprocess
+import sys
+import threading
 import urllib.error
 
 import pytest
@@ -223,3 +226,14 @@ def test_pid_mode_watches_a_process(monkeypatch, capsys, tmp_path):
 def test_bad_parameters_fail_with_a_message(monkeypatch, capsys, params, message):
     out = run(monkeypatch, capsys, **params)
     assert out["failed"] is True and message in out["msg"]
+
+
+def test_a_death_ends_the_wait_at_once_not_at_the_next_poll(monkeypatch, capsys, tmp_path):
+    """The loop sleeps on the process's pidfd: with a 10 s poll interval the exit is still judged at once."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"])
+    threading.Thread(target=child.wait, daemon=True).start()
+    log = tmp_path / "sglang.log"
+    log.write_text("Load weight begin.\n")
+    out = run(monkeypatch, capsys, routes={("GET", "/health"): 503}, pid=child.pid, log_file=str(log), poll_interval=10)
+    assert out["failure_class"] == "crashed_on_start" and out["phase"] == "failed"
+    assert out["elapsed_s"] < 3, out["elapsed_s"]
