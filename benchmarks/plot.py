@@ -52,8 +52,7 @@ def verdict_table(data):
     rows = [
         "| failure mode | our verdict | correct | death → verdict, median / max (0.5 s polling, no pidfd) "
         "| same, pidfd wake-up (ExitWaiter, as shipped) | launch → verdict, median "
-        "| /v1/models loop (cap %g s) | ratio |"
-        % v["naive_cap_s"],
+        "| /v1/models loop (cap %g s) | ratio |" % v["naive_cap_s"],
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode, s in v["summary"].items():
