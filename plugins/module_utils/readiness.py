@@ -61,8 +61,12 @@ SERVER_KEYS = (
 )
 
 
-# sglang's "Starting" state answers /health with 503 at once; a slower 503 is not warm-up.
+# sglang's "Starting" state answers /health with 503 at once; a slower 503 is not warm-up, and a
+# /health still unanswered after this long is the engine's own health generation hanging or slow.
 SLOW_HEALTH_503_S = 1.0
+# While warming (port open, /health 503 at once) /health is polled this often: the ready moment is
+# seen within this, and a 503 "Starting" answer costs the engine nothing.
+WARMING_POLL_S = 0.1
 
 
 class Params:
@@ -374,9 +378,16 @@ class Readiness:
         return pending, None
 
     def _pace(self):
-        """/health at most once per poll interval (a refused or 503 answer comes back at once)."""
+        """/health at most once per poll interval while loading, WARMING_POLL_S while warming.
+
+        A refused or 503 answer comes back at once; while warming the engine is seconds from ready,
+        and the sooner the ready moment is seen the sooner the test generation starts.
+        """
         if self.phase in ("loading", "warming") and self._last_health is not None:
-            left = self._last_health + self.params.poll_interval - self.clock()
+            every = self.params.poll_interval
+            if self.phase == "warming":
+                every = min(every, WARMING_POLL_S)
+            left = self._last_health + every - self.clock()
             if left > 0:
                 self.sleep(left)
 
@@ -393,8 +404,16 @@ class Readiness:
             wait(self.params.poll_interval)
 
     def _collect(self, pending, now):
-        """The call in flight: (pending, None) while it runs, else (None, what ``_handle`` made of it)."""
+        """The call in flight: (pending, None) while it runs, else (None, what ``_handle`` made of it).
+
+        A /health still unanswered after SLOW_HEALTH_503_S is left to finish on its own: "Starting"
+        answers at once, so the engine is past start-up, and a real generation decides (a wedged
+        engine's /health hangs for SGLANG_HEALTH_CHECK_TIMEOUT, 20 s by default).
+        """
         name, task, timeout, started = pending
+        if name == "health" and not task.done() and now - started >= SLOW_HEALTH_503_S:
+            self.phase = "probing"
+            return None, None
         if task.done():
             try:
                 value = task.result()

@@ -22,7 +22,7 @@ description:
     until systemd's end-of-start lines are in it and it stops growing.
   - Port closed means the model is still loading; C(/health) 503 means warming up. Neither is a failure;
     only O(startup_timeout) ends a slow start, and the last load-progress line of the log is reported.
-  - Once C(/health) answers 200 (or does not answer within 5 s, so the engine is past start-up), a real
+  - Once C(/health) answers 200 (or does not answer within 1 s, so the engine is past start-up), a real
     generation is sent (C(POST /generate) or C(POST /v1/chat/completions)). It must finish within
     O(probe.timeout) with C(completion_tokens > 0) and a finish reason other than C(abort). A
     generation that hangs while C(/v1/models) answers is C(wedged), never ready.

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
 from ansible_collections.specdec.sglang.plugins.module_utils import readiness as readiness_mod
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils.readiness import WARMING_POLL_S, Params, Readiness
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher, WatchState
 
 HANG = object()
@@ -338,9 +338,38 @@ def test_wedged_engine_is_never_ready():
     assert "/v1/models answered HTTP 200" in result["reason"]
     assert "POST /generate did not answer within 30s" in result["reason"]
     assert result["probe"]["error"] == "timeout"
-    # health timeout (5) + probe timeout (30) + slack, far from startup_timeout
-    assert 35 <= result["elapsed_s"] <= 38
+    # /health given up after SLOW_HEALTH_503_S (1) + probe timeout (30) + slack, far from startup_timeout
+    assert 31 <= result["elapsed_s"] <= 33
     assert "/get_server_info" not in sglang.paths()
+
+
+def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generation():
+    """ "Starting" answers /health at once: one that hangs is the engine's own health generation."""
+
+    def behaviour(t):
+        return {
+            ("GET", "/health"): HANG,
+            ("POST", "/generate"): (0.4, 200, generated()),
+            ("GET", "/get_server_info"): (0.02, 200, SERVER_INFO),
+        }
+
+    readiness, _clock, sglang, _ = make(behaviour)
+    result = readiness.run()
+    assert result["ready"] is True
+    assert result["elapsed_s"] <= 1.0 + 0.5 + 0.4 + 0.1  # slow-health cut, one wait, the generation, info
+    assert sglang.paths("GET").count("/health") == 1
+
+
+def test_the_ready_moment_is_seen_within_the_warming_poll():
+    """While /health answers 503 at once it is polled every WARMING_POLL_S, not every poll interval."""
+    readiness, _clock, sglang, _ = make(healthy_server(load_s=10, warm_s=2), poll_interval=0.5)
+    result = readiness.run()
+    assert result["ready"] is True
+    # warm until t=12; then /health 0.05 + generation 0.4 + server info 0.02, after at most one warming poll
+    assert 12.47 <= result["time_to_ready_s"] <= 12.47 + WARMING_POLL_S + 0.01
+    warming = [t for t, m, p, _ in sglang.calls if p == "/health" and 10 <= t < 12]
+    gaps = [b - a for a, b in zip(warming, warming[1:])]
+    assert gaps and max(gaps) <= WARMING_POLL_S + 0.011, gaps
 
 
 def test_wedged_engine_whose_health_answers_503_slowly_is_probed_not_left_warming():
