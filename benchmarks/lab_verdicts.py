@@ -31,6 +31,7 @@ sys.path.insert(0, "/opt/bench")
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ExitWaiter
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils.settle import extend as settle_window
 from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher
 
 SIM = "/opt/bench/sim/bin/python"
@@ -38,6 +39,7 @@ MODEL = "/opt/bench/model"
 TIMING = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5", "SGLANG_SIM_FAULT_AFTER_S": "1.0"}
 NAIVE_POLL_S, NAIVE_BUDGET_S = 5.0, 900.0
 PROBE_TIMEOUT_S = 4
+SETTLE_S = 10  # stability window after a ready verdict (the module's settle_s; deploys use 30)
 
 # mode: (simulator fault, extra env, systemd Restart=, expected verdict class or None for ready)
 DEATH_MODES = (
@@ -156,15 +158,15 @@ def one_run(mode, index, port, wait="poll"):
     settings = ProbeSettings(max_new_tokens=16, timeout=PROBE_TIMEOUT_S)
     prober = Prober("http://127.0.0.1:%d" % port, open_url, probe=settings)
     sleep = waiter if waiter is not None else time.sleep
-    result = Readiness(watcher, prober, Params(startup_timeout=60, poll_interval=0.5), sleep=sleep).run()
+    readiness = Readiness(watcher, prober, Params(startup_timeout=60, poll_interval=0.5), sleep=sleep)
+    result = readiness.run()
     verdict_at = time.monotonic()
     first_ready_s = None
     if mode == "scheduler_death" and result["ready"]:
-        # Ready first, then the scheduler dies: a second readiness run (the settle window's
-        # re-check) must see the death.
+        # Ready first, then the scheduler dies: the stability window that follows a ready verdict
+        # (module_utils/settle.py, what the module runs with settle_s) must see the death.
         first_ready_s = round(verdict_at - launched, 3)
-        watcher = UnitWatcher(unit, run_command, waiter=waiter)
-        result = Readiness(watcher, prober, Params(startup_timeout=30, poll_interval=0.5), sleep=sleep).run()
+        result = settle_window(readiness, result, SETTLE_S)
         verdict_at = time.monotonic()
     ready_line = mono_of_line(unit, r"fired up and ready to roll")
     stop_unit(unit)
