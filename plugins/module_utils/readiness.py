@@ -65,8 +65,9 @@ SERVER_KEYS = (
 # /health still unanswered after this long is the engine's own health generation hanging or slow.
 SLOW_HEALTH_503_S = 1.0
 # While warming (port open, /health 503 at once) /health is polled this often: the ready moment is
-# seen within this, and a 503 "Starting" answer costs the engine nothing.
-WARMING_POLL_S = 0.1
+# seen within this. A 503 "Starting" answer costs the engine nothing, but each is an access-log line,
+# and a cold start on the H200 warmed up for 115 s (Triton JIT): 0.1 s gave 780 lines there.
+WARMING_POLL_S = 0.25
 
 
 class Params:
@@ -302,7 +303,9 @@ class Readiness:
             self.notes.append("could not read the log: %s" % exc)
             log_text = ""
         served = self._ready_line_seen or journal_text.saw_ready_line(log_text)
-        if served and failed_in in ("loading", "warming"):
+        if served and failed_in in ("loading", "warming", "probing", "confirming", "verifying"):
+            # The engine said it was ready before it died: it died serving, whichever of our calls
+            # was in flight (a /health that hangs hands over to the test generation after 1 s).
             failed_in = "serving"
         traceback, fatal = journal_text.fatal_evidence(log_text)
         match = failure_classifier.classify_failure(traceback, fatal)

@@ -644,6 +644,21 @@ def test_scheduler_killed_after_ready_is_scheduler_died_in_phase_serving():
     assert result["traceback"] is None
 
 
+def test_scheduler_killed_while_our_generation_is_in_flight_is_still_phase_serving():
+    """H200, 2026-11-30 (tests/device/readiness_real.py): the scheduler SIGKILLed, /health hangs, the loop
+    hands over to the test generation after 1 s, then sglang's main process exits: phase serving, not probing."""
+
+    def behaviour(t):
+        return {("GET", "/health"): HANG, ("POST", "/generate"): HANG}
+
+    readiness, _, _, _ = make(
+        behaviour, states=lambda t: dead() if t >= 5.8 else running(), log=lambda t: SERVED_THEN_KILLED
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "scheduler_died"
+    assert result["failed_in_phase"] == "serving"
+
+
 def test_death_after_ready_with_nothing_fatal_logged_is_died_while_serving():
     log = "\n".join([HARMONY_LINE, "The server is fired up and ready to roll!"])
     readiness, _, _, _ = make(

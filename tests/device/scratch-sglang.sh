@@ -1,0 +1,40 @@
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Sourced by the device scripts that run sglang outside Ansible (run-ddtree, run-readiness-real):
+# sglang 0.5.17 and its dependencies from the carried GPU bundle (.device/carry/gpu-bundle.tar.xz,
+# scripts/gpu-bundle) installed --no-deps into a scratch site on top of the machine's torch venv,
+# and the environment to run it. Expects $out (a results directory); sets $py and $site.
+py=${SPECDEC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}
+site=/tmp/specdec-ddtree/site
+scratch_wh=/tmp/specdec-ddtree/bundle
+scratch_start=$SECONDS
+if [ ! -f "$site/sglang/__init__.py" ]; then
+  mkdir -p "$scratch_wh" "$site"
+  tar -xJf .device/carry/gpu-bundle.tar.xz -C "$scratch_wh" || exit 3
+  "$py" -m pip install -q --no-deps --no-index --no-compile --target "$site" "$scratch_wh"/wheelhouse/*.whl \
+    >"$out/pip.log" 2>&1 || { tail -20 "$out/pip.log"; exit 3; }
+fi
+# transformers on the machine already registers configs that sglang 0.5.17 registers again.
+cat >"$site/sitecustomize.py" <<'PY'
+try:
+    from transformers import AutoConfig as _AutoConfig
+
+    _register = _AutoConfig.register
+
+    def _register_exist_ok(model_type, config, exist_ok=False):
+        return _register(model_type, config, exist_ok=True)
+
+    _AutoConfig.register = staticmethod(_register_exist_ok)
+except Exception:  # noqa: BLE001 - only a convenience for this scratch site
+    pass
+PY
+echo "install $((SECONDS - scratch_start))s" | tee "$out/timings.txt"
+torch_site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+cudart=/tmp/specdec-ddtree/cudart; mkdir -p "$cudart"
+lib=$(ls /usr/local/cuda/lib64/libcudart.so.13* "$torch_site"/nvidia/cu13/lib/libcudart.so.13* 2>/dev/null | head -1)
+[ -n "$lib" ] && ln -sf "$lib" "$cudart/libcudart.so"
+export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$site
+export LIBRARY_PATH=$cudart:${LIBRARY_PATH:-} LD_LIBRARY_PATH=$torch_site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/nvidia-smi.csv" 2>&1
+"$py" -c 'import torch, sglang, sgl_kernel; print("torch", torch.__version__, "sgl_kernel", sgl_kernel.__version__)' \
+  >"$out/versions.txt" 2>&1
