@@ -166,8 +166,9 @@ def collapse_polls(text):
 
 
 def clean(text):
-    """The log as returned and classified: ANSI codes stripped, health-poll runs collapsed."""
-    return collapse_polls(strip_ansi(text))
+    """The log as returned and classified: ANSI codes stripped, systemd's lines about the unit last,
+    health-poll runs collapsed."""
+    return collapse_polls(unit_lines_last(strip_ansi(text)))
 
 
 def fatal_evidence(text):
@@ -297,6 +298,31 @@ def last_progress(text):
 def unit_end_seen(text):
     """Whether systemd's end-of-start lines for the unit are in this start's journal."""
     return bool(UNIT_END.search(text or ""))
+
+
+# systemd's own lines about the unit (PID 1 writes them, selected with INVOCATION_ID=).
+UNIT_LINE = re.compile(r"^[\w@.:\\-]+\.(?:service|scope): ")
+
+
+def unit_lines_last(text):
+    """The process's own lines in their order, then systemd's lines about the unit.
+
+    journald writes PID 1's "Main process exited" as soon as it gets it, and can still be reading
+    the dead process's last output from its stream then: in the journal, systemd's line can land in
+    the middle of the final traceback. Never part of the process's output, it goes to the end.
+    """
+    lines = split_lines(text)
+    own = [line for line in lines if not UNIT_LINE.match(line)]
+    if len(own) == len(lines):
+        return text or ""
+    return "\n".join(own + [line for line in lines if UNIT_LINE.match(line)])
+
+
+def traceback_complete(text):
+    """False when the last traceback of the process's own output stops before its exception line."""
+    own = "\n".join(line for line in split_lines(text) if not UNIT_LINE.match(line))
+    traceback = last_traceback(own)
+    return traceback is None or exception_line(traceback) is not None
 
 
 def saw_ready_line(text):

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils.journal import JournalReader, unit_end_seen
+from ansible_collections.specdec.sglang.plugins.module_utils.journal import (
+    JournalReader,
+    traceback_complete,
+    unit_end_seen,
+)
 
 SHOW_PROPERTIES = (
     "Id",
@@ -239,8 +243,9 @@ class UnitWatcher:
 
     @staticmethod
     def log_settled(text):
-        """journald may lag a death: the log is complete once systemd's end lines are in it."""
-        return unit_end_seen(text)
+        """journald may lag a death: the log is complete once systemd's end lines are in it and the
+        last traceback of the process's output has its exception line."""
+        return unit_end_seen(text) and traceback_complete(text)
 
     def sync_log(self):
         """Make journald process everything written so far (``journalctl --sync``); False if it could not."""

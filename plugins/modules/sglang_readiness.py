@@ -17,9 +17,10 @@ description:
     main PID or the invocation changed), ends the wait within one poll, never at the deadline. Where
     the host has pidfds (Linux 5.3+), the wait between checks ends as soon as the main process exits,
     so a death is judged within milliseconds rather than at the next poll.
-  - After a death the unit's journal is synced (C(journalctl --sync), which returns once journald has
-    processed what the dead process wrote) and read once; without the sync (not root), it is re-read
-    until systemd's end-of-start lines are in it and it stops growing.
+  - After a death the unit's journal is synced (C(journalctl --sync)) and read; it is read again (at
+    most 2 s) until systemd's end-of-start lines are in it and the last traceback has its exception
+    line, or, without the sync (not root), until it also stops growing. systemd's own lines about the
+    unit are put after the process's output.
   - Port closed means the model is still loading; C(/health) 503 means warming up. Neither is a failure;
     only O(startup_timeout) ends a slow start, and the last load-progress line of the log is reported.
   - Once C(/health) answers 200 (or does not answer within 1 s, so the engine is past start-up), a real

@@ -239,3 +239,26 @@ def test_sync_asks_journald_and_says_whether_it_answered():
     reader = journal.JournalReader(runner)
     assert reader.sync() is False
     assert "Permission denied" in reader.last_error
+
+
+CUT = (
+    "[2026-11-30 22:50:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "model_runner.py", line 611, in initialize\n'
+    "    self.init_device_graphs()\n"
+)
+UNIT_END_LINE = "sim-cuda_oom.service: Main process exited, code=killed, status=9/KILL"
+
+
+def test_systemds_line_inside_the_last_traceback_goes_to_the_end():
+    """journald can write PID 1's line while it still reads the dead process's last output."""
+    text = CUT + UNIT_END_LINE + "\nException: Capture cuda graph failed: CUDA out of memory\n"
+    cleaned = journal.clean(text)
+    assert cleaned.splitlines()[-1] == UNIT_END_LINE
+    assert journal.exception_line(journal.last_traceback(cleaned)).startswith("Exception: Capture cuda graph failed")
+    assert journal.traceback_complete(text)
+
+
+def test_a_traceback_cut_before_its_exception_line_is_not_complete():
+    assert not journal.traceback_complete(CUT + UNIT_END_LINE + "\n")
+    assert journal.traceback_complete("no traceback at all\n" + UNIT_END_LINE)
+    assert journal.unit_lines_last("plain\nlines\n") == "plain\nlines\n"  # nothing to move: unchanged

@@ -599,6 +599,26 @@ def test_a_sync_that_leaves_the_journal_incomplete_falls_back_to_waiting():
     assert clock() >= 3.2
 
 
+def test_a_synced_journal_whose_last_traceback_is_cut_is_read_again_until_whole():
+    """CI, 2026-11-30 (systemd 252): after the sync, systemd's end line was in the journal, in the middle
+    of the final traceback, and the exception line came later. The watcher's own settle rule decides."""
+    cut = OOM_LOG.split("RuntimeError: Not enough", maxsplit=1)[0]  # the frames, not the exception line
+    end = "sglang.service: Main process exited, code=killed, status=9/KILL\n"
+
+    def log(t):
+        return cut + end + OOM_LOG[len(cut) :] if t >= 2.6 else cut + end
+
+    readiness, _, _, watcher = make(
+        healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=log
+    )
+    watcher.log_settled = UnitWatcher.log_settled
+    watcher.sync_log = lambda: True
+    result = readiness.run()
+    assert result["exception_line"].startswith("RuntimeError: Not enough memory"), result["exception_line"]
+    assert result["failure_class"] == "oom_mem_fraction"
+    assert result["journal"].rstrip().endswith(end.strip())
+
+
 def test_a_failing_sync_is_a_note_and_the_journal_is_still_awaited():
     readiness, _, _, watcher = make(
         healthy_server(load_s=100), states=lambda t: dead() if t >= 2 else running(), log=_lagging_journal(2, 3.2)
