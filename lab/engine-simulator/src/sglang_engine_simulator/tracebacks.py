@@ -35,6 +35,13 @@ def _frames(frames: list[tuple[str, int, str, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+# The main process resolving its arguments (sglang 0.5.17), before any hook runs.
+_RESOLVE_HEAD = [
+    ("sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
+    ("sglang/launch_server.py", 26, "run_server", "server_args.resolve_once()"),
+    ("sglang/srt/server_args.py", 237, "resolve_once", "run_resolution_pipeline(self)"),
+]
+
 _SCHEDULER_HEAD = [
     (
         "sglang/srt/managers/scheduler.py",
@@ -266,9 +273,7 @@ def missing_model_path(path: str) -> str:
     )
     outer = _frames(
         [
-            ("sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
-            ("sglang/launch_server.py", 26, "run_server", "server_args.resolve_once()"),
-            ("sglang/srt/server_args.py", 237, "resolve_once", "run_resolution_pipeline(self)"),
+            *_RESOLVE_HEAD,
             (
                 "sglang/srt/arg_groups/pipeline.py",
                 157,
@@ -309,9 +314,7 @@ def value_error(message: str) -> str:
     return (
         _frames(
             [
-                ("sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
-                ("sglang/launch_server.py", 26, "run_server", "server_args.resolve_once()"),
-                ("sglang/srt/server_args.py", 237, "resolve_once", "run_resolution_pipeline(self)"),
+                *_RESOLVE_HEAD,
                 (
                     "sglang/srt/arg_groups/pipeline.py",
                     241,
