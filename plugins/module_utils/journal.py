@@ -78,11 +78,12 @@ class JournalReader:
         self.last_error = None
 
     def sync(self):
-        """``journalctl --sync``: True once journald has processed every message written before the call.
+        """``journalctl --sync``: True once journald has answered (it processes what is queued first).
 
-        journald answers the request only after the events already queued for it, the stdout
-        streams of dead processes included, so the text read next holds a dead process's last
-        lines. False where the caller may not ask (not root) or journald did not answer.
+        That does not prove a dead process's last stdout lines are in: on systemd 252 a read right
+        after the sync once lacked a traceback's exception line. Callers still check the text
+        (``traceback_complete``). False where the caller may not ask (not root) or journald did not
+        answer.
         """
         self.last_command = SYNC_COMMAND
         rc, out, err = self._run(list(SYNC_COMMAND))
@@ -304,6 +305,14 @@ def unit_end_seen(text):
 UNIT_LINE = re.compile(r"^[\w@.:\\-]+\.(?:service|scope): ")
 
 
+def _own_and_unit_lines(text):
+    """(the process's own lines, systemd's lines about the unit), each in journal order."""
+    own, unit = [], []
+    for line in split_lines(text):
+        (unit if UNIT_LINE.match(line) else own).append(line)
+    return own, unit
+
+
 def unit_lines_last(text):
     """The process's own lines in their order, then systemd's lines about the unit.
 
@@ -311,17 +320,13 @@ def unit_lines_last(text):
     the dead process's last output from its stream then: in the journal, systemd's line can land in
     the middle of the final traceback. Never part of the process's output, it goes to the end.
     """
-    lines = split_lines(text)
-    own = [line for line in lines if not UNIT_LINE.match(line)]
-    if len(own) == len(lines):
-        return text or ""
-    return "\n".join(own + [line for line in lines if UNIT_LINE.match(line)])
+    own, unit = _own_and_unit_lines(text)
+    return "\n".join(own + unit) if unit else text or ""
 
 
 def traceback_complete(text):
     """False when the last traceback of the process's own output stops before its exception line."""
-    own = "\n".join(line for line in split_lines(text) if not UNIT_LINE.match(line))
-    traceback = last_traceback(own)
+    traceback = last_traceback("\n".join(_own_and_unit_lines(text)[0]))
     return traceback is None or exception_line(traceback) is not None
 
 

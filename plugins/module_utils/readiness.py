@@ -66,7 +66,7 @@ SERVER_KEYS = (
 SLOW_HEALTH_503_S = 1.0
 # While warming (port open, /health 503 at once) /health is polled this often: the ready moment is
 # seen within this. A 503 "Starting" answer costs the engine nothing, but each is an access-log line,
-# and a cold start on the H200 warmed up for 115 s (Triton JIT): 0.1 s gave 780 lines there.
+# and a cold start on the H200 warmed up for 69 s (Triton JIT): 0.1 s wrote 687 lines there.
 WARMING_POLL_S = 0.25
 
 
@@ -196,10 +196,10 @@ class Readiness:
     def _settled_log(self):
         """This start's log, complete: journald may lag the death.
 
-        A watcher that can sync its log (a unit: ``journalctl --sync``) is read once after the sync;
-        that text is complete when the watcher says so (systemd's end-of-start lines are in it).
-        Otherwise, or when the sync did not make it complete, the log is re-read until it is complete
-        and stops growing, bounded by ``journal_settle_s``.
+        A watcher that can sync its log (a unit: ``journalctl --sync``) is read after the sync; that
+        text is taken when the watcher calls it complete (a unit: systemd's end-of-start lines are in
+        it and its last traceback is whole). Otherwise the log is re-read until it is complete and
+        stops growing, bounded by ``journal_settle_s``.
         """
         settled = getattr(self.watcher, "log_settled", lambda text: True)
         sync = getattr(self.watcher, "sync_log", None)

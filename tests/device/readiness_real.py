@@ -66,7 +66,7 @@ class TimedProber(Prober):
 
 
 def scheduler_pid(main_pid):
-    """The scheduler child of sglang's main process."""
+    """The scheduler child of sglang's main process, or None (also run-h200-sglang's)."""
     kids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -81,7 +81,7 @@ def scheduler_pid(main_pid):
         if stat[stat.rfind(")") + 2 :].split()[1] == str(main_pid):
             kids.append((int(pid), cmd))
     pick = [p for p, c in kids if "scheduler" in c] or [
-        p for p, c in kids if "detokenizer" not in c and "resource_tracker" not in c
+        p for p, c in kids if "detokenizer" not in c and "resource_tracker" not in c and "spawn_main" in c
     ]
     return pick[0] if pick else None
 
