@@ -32,6 +32,7 @@ import math
 import os
 import pathlib
 import random
+import sys
 import time
 
 import torch
@@ -39,12 +40,22 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+# The tiny pair's geometry has one owner: the random pair of the real-engine run.
+from build_tiny_models import (
+    HEAD_DIM,
+    HEADS,
+    HIDDEN,
+    INTERMEDIATE,
+    KV_HEADS,
+    MASK_TOKEN_ID,
+    TARGET_LAYER_IDS,
+    VOCAB,
+)
+from build_tiny_models import LAYERS as TARGET_LAYERS
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-OFFSET = 16  # token id = byte + OFFSET; ids below are unused, 4095 is the draft's mask token
-VOCAB = 4096
-MASK_TOKEN_ID = VOCAB - 1
-HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 256, 512, 4, 2, 64
-TARGET_LAYERS, TARGET_LAYER_IDS = 4, [1, 2]
+OFFSET = 16  # token id = byte + OFFSET; ids below are unused, VOCAB - 1 is the draft's mask token
 EPS, ROPE_THETA = 1e-6, 1000000.0
 CORPUS_GLOBS = ("docs/**/*.md", "*.md", "roles/**/*.yml", "plugins/**/*.py", "awx/**/*.yml", "tests/unit/**/*.py")
 
