@@ -120,12 +120,15 @@ from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3Model
 
 out, block, seed, head_std = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 hot, cold_std = int(sys.argv[5]), float(sys.argv[6])
+sys.path.insert(0, sys.argv[7])  # tests/device: the tiny geometry's owner
+from build_tiny_models import (HEAD_DIM, HEADS, HIDDEN, INTERMEDIATE, KV_HEADS, LAYERS, MASK_TOKEN_ID,
+                               TARGET_LAYER_IDS, VOCAB)
 torch.manual_seed(seed)
-geo = dict(vocab_size=4096, hidden_size=256, intermediate_size=512, num_attention_heads=4,
-           num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
+geo = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_attention_heads=HEADS,
+           num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, max_position_embeddings=4096, rms_norm_eps=1e-6,
            rope_theta=1000000.0, tie_word_embeddings=False, torch_dtype="bfloat16")
 target_dir, draft_dir = os.path.join(out, "target"), os.path.join(out, "draft")
-target = Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=4, **geo)).to(torch.bfloat16)
+target = Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=LAYERS, **geo)).to(torch.bfloat16)
 with torch.no_grad():
     # hot > 0: a few "hot" tokens get large lm_head rows, every other row is small. The target then
     # always answers with a hot token and the draft (which uses the target's lm_head) ranks the hot
@@ -135,16 +138,16 @@ with torch.no_grad():
     if hot:
         target.lm_head.weight[100 : 100 + hot].normal_(0.0, head_std)
 target.save_pretrained(target_dir, safe_serialization=True)
-layer_ids = [1, 2]
+layer_ids = TARGET_LAYER_IDS
 body = Qwen3Model(Qwen3Config(num_hidden_layers=1, **geo)).to(torch.bfloat16)
 state = {k: v.contiguous() for k, v in body.state_dict().items() if not k.startswith("embed_tokens")}
-state["fc.weight"] = (torch.randn(256, 256 * len(layer_ids)) * 0.02).to(torch.bfloat16)
-state["hidden_norm.weight"] = torch.ones(256, dtype=torch.bfloat16)
+state["fc.weight"] = (torch.randn(HIDDEN, HIDDEN * len(layer_ids)) * 0.02).to(torch.bfloat16)
+state["hidden_norm.weight"] = torch.ones(HIDDEN, dtype=torch.bfloat16)
 os.makedirs(draft_dir, exist_ok=True)
 save_file(state, os.path.join(draft_dir, "model.safetensors"), metadata={"format": "pt"})
 cfg = dict(geo, architectures=["DFlashDraftModel"], model_type="qwen3", num_hidden_layers=1,
-           num_target_layers=4, block_size=block,
-           dflash_config={"block_size": block, "target_layer_ids": layer_ids, "mask_token_id": 4095})
+           num_target_layers=LAYERS, block_size=block,
+           dflash_config={"block_size": block, "target_layer_ids": layer_ids, "mask_token_id": MASK_TOKEN_ID})
 json.dump(cfg, open(os.path.join(draft_dir, "config.json"), "w"), indent=1)
 print(json.dumps({"target": target_dir, "draft": draft_dir}))
 """
@@ -378,7 +381,7 @@ def make_models(args, out):
     made = subprocess.run(
         [
             *(args.python, "-c", MAKE_MODELS, args.make_models, str(args.block), "1130"),
-            *(str(args.head_std), str(args.hot_tokens), str(args.cold_std)),
+            *(str(args.head_std), str(args.hot_tokens), str(args.cold_std), str(REPO / "tests" / "device")),
         ],
         capture_output=True,
         text=True,
