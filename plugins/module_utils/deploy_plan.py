@@ -61,7 +61,7 @@ def release_dir(root: str, release_id: str) -> str:
 
 def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str) -> dict:
     """Every path the deploy writes or reads, from the variables that own them."""
-    unit = f"{unit_name}.service"
+    unit = f"{unit_name}.service" if unit_name else ""
     return {
         "root": root,
         "releases": posixpath.join(root, "releases"),
@@ -69,9 +69,9 @@ def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path:
         "state": posixpath.join(root, "state", "last_good"),
         "tools": posixpath.join(root, "tools"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
-        "unit": f"/etc/systemd/system/{unit}",
-        "env": posixpath.join(config_dir, f"{unit_name}.env"),
-        "config": posixpath.join(config_dir, f"{unit_name}.yaml"),
+        "unit": f"/etc/systemd/system/{unit}" if unit else "",
+        "env": posixpath.join(config_dir, f"{unit_name}.env") if unit and config_dir else "",
+        "config": posixpath.join(config_dir, f"{unit_name}.yaml") if unit and config_dir else "",
         "cache": cache_dir,
         "disk_check": disk_path,
     }
@@ -136,7 +136,7 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
             elif algorithm not in BUILTIN_ALGORITHMS:
                 errors.extend(_refusal(algorithm, sglang_version, [record], request, "sglang_deploy_patch_sets"))
         return {"chosen": list(explicit), "errors": errors, "request": request}
-    if algorithm in BUILTIN_ALGORITHMS:
+    if not algorithm or algorithm in BUILTIN_ALGORITHMS:  # "": no service in this play (a role run alone)
         return {"chosen": [], "errors": [], "request": request}
     for_version = [r for r in available if r["sglang_version"] == sglang_version]
     serving = [r for r in for_version if not unserved(r["serves"], request)]
