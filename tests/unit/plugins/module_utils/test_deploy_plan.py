@@ -238,6 +238,7 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
             "cache_dir": "/var/cache/sglang",
             "disk_path": "/opt/sglang",
             "gpus_wanted": 1,
+            "reference_venv": "/root/venv_sglang",
         },
         KNOWN,
         real_sets(),
@@ -251,6 +252,13 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
     assert plan["patch_sets"][0]["name"] == f"ddtree-{DEFAULT_VERSION}"
     assert plan["target_checks"] == {"architectures": ["dense"]}
     assert plan["cuda_version"] == "13.0" and plan["gpus_wanted"] == 1
+    assert len(plan["release"]["inputs_sha256"]) == 64
+    assert plan["release"]["inputs"]["patch_sets"][0]["dir"] == f"ddtree-{DEFAULT_VERSION}"
+    release = deploy_plan.release_of(plan, {"version": "3.12.3", "interpreter": ""})
+    assert release["release_dir"] == "/opt/sglang/releases/" + release["release_id"]
+    assert release["venv_dir"] == release["release_dir"] + "/venv"
+    other = deploy_plan.release_of(plan, {"version": "3.11.2", "interpreter": ""})
+    assert other["release_id"] != release["release_id"]  # the host's Python is part of the id
 
 
 @pytest.mark.parametrize(
