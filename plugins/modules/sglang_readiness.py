@@ -118,7 +118,8 @@ options:
   expect_speculative_algorithm:
     description:
       - Speculative algorithm the server must run (for example C(DFLASH) or C(DDTREE)), checked
-        case-insensitively against C(/server_info) (the deprecated C(/get_server_info) only where the new path is missing).
+        case-insensitively against C(/server_info) (the deprecated C(/get_server_info) only where
+        the new path is missing).
       - That is only the launch flag echoed back, so the probe's own answer must also prove that
         speculation ran (C(spec_verify_ct) > 0 or a C(spec_accept_length)); otherwise C(spec_mismatch).
         Use the C(native) probe api with it (sglang's OpenAI answers carry no speculative counters).
