@@ -24,7 +24,9 @@ def architecture_of(config: dict) -> str:
     """``hybrid_gdn`` for a Gated-DeltaNet hybrid (Qwen3-Next / Qwen3.5 layout), else ``dense``."""
     text = text_config(config)
     model_types = {str(text.get("model_type") or ""), str((config or {}).get("model_type") or "")}
-    has_gdn_fields = int(text.get("full_attention_interval") or 0) > 0 and int(text.get("linear_num_value_heads") or 0) > 0
+    has_gdn_fields = (
+        int(text.get("full_attention_interval") or 0) > 0 and int(text.get("linear_num_value_heads") or 0) > 0
+    )
     if has_gdn_fields or (model_types & set(HYBRID_GDN_MODEL_TYPES) and text.get("full_attention_interval")):
         return "hybrid_gdn"
     return "dense"
