@@ -14,7 +14,7 @@ description:
   - Reads C(config.json) of the target and of the draft model on the host and predicts, for each envelope of
     the ladder, what sglang 0.5.17 allocates on one tensor-parallel rank - weights, KV bytes per token (the
     full-attention layers only for a hybrid Gated-DeltaNet target), mamba state per request (ssm + conv, plus
-    one snapshot per draft token for speculative verify: the DFLASH block size, or the DDTree tree budget),
+    one snapshot per draft token for speculative verify, i.e. the DFLASH block size or the DDTree tree budget),
     draft weights and KV - and whether it starts under sglang's own C(--mem-fraction-static) rule.
   - The decisions are C(plugins/module_utils/envelope_plan.py); this module reads the files and formats the result.
   - An envelope that does not fit is named with the numbers (sglang's own refusal when sglang would refuse it).
