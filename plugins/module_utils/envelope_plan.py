@@ -654,3 +654,32 @@ def launch_options(extra_flags) -> dict:
                     f"sglang_service_extra_flags: {flag} {words[words.index(flag) + 1]!r} is not a number"
                 ) from None
     return opts
+
+
+def recommend_ladder(target_config, draft_config, gpus, tp_size, shapes, *, max_requests=16, **kwargs) -> list:
+    """The planner's answer for a host: each envelope shape with the running requests sglang will really give.
+
+    ``shapes``: ``[{name, context_length, mem_fraction_static, cuda_graph, algorithm, num_draft_tokens}]``.
+    For each, ``max_running_requests`` is the largest value up to ``max_requests`` whose envelope fits, lowered
+    to what sglang resolves it to (the mamba-state cap, the KV pool): asking for more only moves memory to
+    request slots sglang then caps. A shape that fits with no request count is left out.
+    """
+    answer = []
+    for shape in shapes:
+        for requests in range(int(max_requests), 0, -1):
+            plan = plan_envelope(
+                target_config, draft_config, gpus, tp_size, dict(shape, max_running_requests=requests), **kwargs
+            )
+            if not plan["fits"]:
+                continue
+            resolved = plan["max_running_requests"]
+            if resolved < requests:
+                again = plan_envelope(
+                    target_config, draft_config, gpus, tp_size, dict(shape, max_running_requests=resolved), **kwargs
+                )
+                if not again["fits"]:
+                    continue
+                plan = again
+            answer.append(dict(shape, max_running_requests=plan["max_running_requests"], plan=plan))
+            break
+    return answer
