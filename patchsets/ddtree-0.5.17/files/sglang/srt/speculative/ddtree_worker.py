@@ -303,15 +303,21 @@ def ddtree_verify_step(
 
 
 def check_ddtree_target(worker) -> None:
-    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels)."""
-    model_config = worker.target_worker.model_runner.model_config
-    if mambaish_config(model_config) is None:
+    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels).
+
+    Checked at start-up (init_attention_backends) and, once, at the first verify step.
+    """
+    if getattr(worker, "_ddtree_target_checked", False):
         return
-    if hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit:
+    model_config = worker.target_worker.model_runner.model_config
+    if mambaish_config(model_config) is not None and (
+        hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit
+    ):
         raise RuntimeError(
             "DDTREE supports dense and Gated DeltaNet hybrid targets; this target's recurrent layers "
             f"({type(model_config.hf_config).__name__}) have no tree verify in sglang."
         )
+    worker._ddtree_target_checked = True
 
 
 def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes, budget):
