@@ -201,7 +201,9 @@ def test_hybrid_backend_hands_ddtree_tree_links_to_the_linear_kernels(sglang_0_5
     [
         ({"attention_backend": "triton"}, None),
         ({"attention_backend": "fa3"}, "'fa3', which does not read it"),
-        ({"attention_backend": "triton", "decode_attention_backend": "flashinfer"}, "'flashinfer'"),
+        ({"attention_backend": "flashinfer"}, None),
+        ({"attention_backend": "triton", "decode_attention_backend": "fa4"}, "'fa4'"),
+        ({"attention_backend": "flashinfer", "prefill_attention_backend": "trtllm_mha"}, "'trtllm_mha'"),
         ({"attention_backend": None}, "None: not set"),
         ({"attention_backend": "triton", "enable_linear_replayssm_spec": True}, "--enable-linear-replayssm-spec"),
         ({"attention_backend": "triton", "enable_linear_replayssm": True}, "--enable-linear-replayssm:"),

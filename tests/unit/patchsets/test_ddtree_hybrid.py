@@ -277,6 +277,6 @@ def test_verify_state_steps_are_the_tree_nodes(block, env, steps):
     assert du.verify_state_steps(block, env) == du.resolve_ddtree_config(block, env).budget
 
 
-def test_tree_mask_backends_are_the_checked_ones():
-    # FA3 / FA4 ignore a tree mask under topk 1; flashinfer's DFlash verify is unchecked with trees.
-    assert du.TREE_MASK_ATTENTION_BACKENDS == ("triton",)
+def test_tree_mask_backends_are_the_ones_that_read_the_mask():
+    # FA3 / FA4 build a tree mask only for EAGLE's topk > 1: under DDTREE's topk 1 they ignore it.
+    assert du.TREE_MASK_ATTENTION_BACKENDS == ("triton", "flashinfer")

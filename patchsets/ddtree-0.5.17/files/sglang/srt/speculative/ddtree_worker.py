@@ -278,7 +278,7 @@ def ddtree_verify_step(
         if worker.ps.tp_rank == 0:
             logger.info(
                 "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
-                "max_depth=%d accepted_drafts_mean=%.3f",
+                "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s",
                 worker._ddtree_steps,
                 bs,
                 len(host_trees[0]) if host_trees else 0,
@@ -286,6 +286,8 @@ def ddtree_verify_step(
                 config.topk,
                 max(max(t.depths) for t in host_trees) if host_trees else 0,
                 float(accept_drafts.float().mean().item()),
+                # hybrid: per node from its parent, the accepted node's committed; dense: none
+                "tree" if worker._need_mamba_verify_commit else "none",
             )
 
     next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
@@ -301,15 +303,21 @@ def ddtree_verify_step(
 
 
 def check_ddtree_target(worker) -> None:
-    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels)."""
-    model_config = worker.target_worker.model_runner.model_config
-    if mambaish_config(model_config) is None:
+    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels).
+
+    Checked at start-up (init_attention_backends) and, once, at the first verify step.
+    """
+    if getattr(worker, "_ddtree_target_checked", False):
         return
-    if hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit:
+    model_config = worker.target_worker.model_runner.model_config
+    if mambaish_config(model_config) is not None and (
+        hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit
+    ):
         raise RuntimeError(
             "DDTREE supports dense and Gated DeltaNet hybrid targets; this target's recurrent layers "
             f"({type(model_config.hf_config).__name__}) have no tree verify in sglang."
         )
+    worker._ddtree_target_checked = True
 
 
 def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes, budget):

@@ -31,10 +31,12 @@ DEFAULT_TOPK = 8
 # sglang's tree kernels run one thread per tree node.
 MAX_BUDGET = 1024
 # Full-attention backends (--attention-backend spelling) whose TARGET_VERIFY reads an arbitrary tree
-# mask given with the verify input (FULL layout). FA3 / FA4 build their own EAGLE tree from the
-# top-k layout (topk > 1) and ignore the mask under DDTREE's topk 1; flashinfer's DFlash verify path
-# is unchecked with trees. Checked on the H200 for triton (see docs/patchsets.md).
-TREE_MASK_ATTENTION_BACKENDS = ("triton",)
+# mask given with the verify input (FULL layout: per request N rows x (prefix + N) columns): triton
+# (extend_attention_fwd's custom mask; checked on the H200) and flashinfer (DFlashVerifyInput's
+# generate_attn_arg_prefill hands the mask to the prefill wrapper, EAGLE's tree path). FA3 / FA4 build
+# their own EAGLE mask only for topk > 1 and attend causally over the flattened tree under DDTREE's
+# topk 1; the other backends are unchecked with trees.
+TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
 
 
 @dataclass(frozen=True)
