@@ -380,6 +380,14 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
             engine.max_total_tokens, kv_line = pools.kv_line(engine.max_total_tokens)
         log(kv_line, rank=r)
         log("Memory pool end. avail mem=22.40 GB", rank=r)
+    if pools is not None and pools.spec and pools.architecture == hybrid.TEXT_CLASS:
+        # after the memory pool, when the attention backends are set up (model_runner.initialize)
+        scheduler_exception(
+            tracebacks.layer_capture_missing(
+                f"Model {pools.architecture} implements neither set_dspark_layers_to_capture nor "
+                "set_dflash_layers_to_capture, one of which is required for DFLASH/DSPARK."
+            )
+        )
     if fault == "cuda_error":
         clock.sleep(load_s)
         scheduler_exception(tracebacks.cuda_error())
@@ -446,14 +454,7 @@ def _capture_cuda_graphs(fault, clock: Clock, load_s: float, ranks) -> None:
 
 
 def _hybrid_pools(engine, pools, args, ranks) -> None:
-    """sglang 0.5.17 for a hybrid GDN target: the DFLASH layer-capture check, the memory refusals, the mamba pool."""
-    if pools.spec and pools.architecture == hybrid.TEXT_CLASS:
-        scheduler_exception(
-            tracebacks.layer_capture_missing(
-                f"Model {pools.architecture} implements neither set_dspark_layers_to_capture nor "
-                "set_dflash_layers_to_capture, one of which is required for DFLASH/DSPARK."
-            )
-        )
+    """sglang 0.5.17's memory pool for a hybrid GDN target: its refusals, the request cap, the mamba pool."""
     if pools.error:
         scheduler_exception(tracebacks.hybrid_memory(pools.error))
     if pools.capped_warning:

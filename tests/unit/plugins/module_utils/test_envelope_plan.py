@@ -198,3 +198,26 @@ def test_configs_without_the_fields_are_refused_by_name():
         ep.target_geometry({"architectures": ["X"], "hidden_size": 8})
     with pytest.raises(ep.PlanError, match=r"needs the draft's config\.json"):
         ep.plan_envelope(TARGET, None, gpus(95.0, 1), 1, env(algorithm="DFLASH"))
+
+
+def test_launch_flags_change_the_plan_like_they_change_sglang():
+    assert ep.launch_options(["--disable-radix-cache", "--mamba-full-memory-ratio=0.5"]) == {
+        "disable_radix_cache": True,
+        "disable_overlap_schedule": False,
+        "mamba_full_memory_ratio": 0.5,
+    }
+    assert ep.launch_options(["--chunked-prefill-size 4096"])["chunked_prefill_size"] == 4096
+    with pytest.raises(ep.PlanError, match="--mamba-full-memory-ratio 'lots' is not a number"):
+        ep.launch_options(["--mamba-full-memory-ratio", "lots"])
+    # the overlap schedule off drops the extra_buffer ping-pong: 3 slots per request instead of 5
+    assert ep.mamba_ratio(ep.target_geometry(TARGET), False, disable_overlap_schedule=True) == 3
+
+
+def test_role_envelopes_keep_the_ladder_order_and_the_tree_budget():
+    envelopes = {"a": {"mem_fraction_static": 0.9, "environment": {"X": "1"}}, "b": {"mem_fraction_static": 0.8}}
+    out = ep.role_envelopes(envelopes, ["b", "a"], "DDTREE", num_draft_tokens=16, ddtree_budget=0)
+    assert [e["name"] for e in out] == ["b", "a"]
+    assert out[0]["num_draft_tokens"] == 0 and out[0]["algorithm"] == "DDTREE"  # 0: 4 x block, resolved later
+    assert "environment" not in out[1]
+    with pytest.raises(ep.PlanError, match="names 'c', which sglang_service_envelopes does not define"):
+        ep.role_envelopes(envelopes, ["c"], "DFLASH")
