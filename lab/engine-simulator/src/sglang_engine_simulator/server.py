@@ -624,6 +624,10 @@ def serve(engine: Engine, start: float) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
+    # Test hooks (real sglang has none; it dies of SIGUSR1/2): a fault injected AFTER a good start, for the
+    # generation watchdog's tests. Local only: a signal needs root or the service user on the host.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _inject(engine, "wedged"))
+    signal.signal(signal.SIGUSR2, lambda signum, frame: _inject(engine, "low_acceptance"))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
 
     if not args.skip_server_warmup:
@@ -642,6 +646,11 @@ def serve(engine: Engine, start: float) -> int:
 
     stop.wait()
     return 0
+
+
+def _inject(engine: Engine, fault: str) -> None:
+    engine.fault = fault
+    raw(f"sglang-engine-simulator: TEST HOOK: fault {fault} injected by signal (the engine was serving)")
 
 
 def _drain_then_stop(engine: Engine, server: Server, stop: threading.Event) -> None:
