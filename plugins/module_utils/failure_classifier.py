@@ -146,6 +146,8 @@ VERDICT_HINTS = {
     "--speculative-algorithm in the unit and that the patch set is applied",
     "low_acceptance": "speculative accept length is below min_accept_length: check the draft model "
     "matches the target and --speculative-num-draft-tokens matches the draft block size",
+    "model_integrity": "a model file is missing or damaged (an interrupted copy): copy the named file again "
+    "from the source (compare its size with the source's), then deploy",
     "timeout": "no verdict within startup_timeout: read `progress` for where the start was; "
     "raise startup_timeout for slow loads (cold kernel caches take minutes)",
 }

@@ -86,6 +86,7 @@ class Params:
         journal_settle_s=2.0,
         task_slack_s=1.0,
         api_key=None,
+        port=None,
     ):
         self.startup_timeout = float(startup_timeout)
         self.poll_interval = float(poll_interval)
@@ -97,6 +98,8 @@ class Params:
         self.journal_settle_s = journal_settle_s
         self.task_slack_s = task_slack_s
         self.api_key = api_key
+        # The server's TCP port on this host: its listener must belong to the watched tree.
+        self.port = int(port) if port else None
 
 
 def _normalise_algorithm(value):
@@ -137,8 +140,11 @@ def speculation_evidence(probe):
 class Readiness:
     """One readiness run. ``run()`` waits for a verdict; ``snapshot()`` reports without waiting."""
 
-    def __init__(self, watcher, prober, params=None, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, watcher, prober, params=None, clock=time.monotonic, sleep=time.sleep, *, port_check=None):
         self.watcher = watcher
+        # port_check(port, root_pid) -> port_owner.port_check's dict; None: not checked.
+        self.port_check = port_check
+        self.port_owner = {}
         self.prober = prober
         self.params = params or Params()
         self.clock = clock
@@ -272,6 +278,7 @@ class Readiness:
             "journal": redact(journal, secret),
             "journal_truncated": truncated,
             "progress": redact(self.progress, secret),
+            "port_owner": dict(self.port_owner),
             "notes": list(self.notes),
         }
 
@@ -452,6 +459,8 @@ class Readiness:
         """Judge a finished (or overdue: result None) call: a verdict, "probe_failed" (after a grace) or None."""
         if name == "health":
             self._phase_after_health(result)
+            if self.phase != "loading":
+                return self._owner_verdict()
             return None
         if name == "generate":
             return self._judge_generate(result, timeout)
@@ -460,6 +469,40 @@ class Readiness:
         if name == "server_info":
             return self._verify(result)
         raise RuntimeError("readiness: unknown call %r" % name)
+
+    def _root_pid(self):
+        detail = self._watch.detail if self._watch is not None else {}
+        return detail.get("main_pid") or detail.get("pid") or 0
+
+    def _owner_verdict(self):
+        """Something answers on the port: it must be the watched tree's listener, or ``port_in_use``.
+
+        Checked until the listener is seen to be the tree's own (then once is enough: a restart or a
+        death ends the run through the watcher). A holder that cannot be seen is a note, not a verdict.
+        """
+        if self.port_check is None or not self.params.port or self.port_owner.get("state") == "own":
+            return None
+        try:
+            owner = self.port_check(self.params.port, self._root_pid())
+        except Exception as exc:  # informative: never let the check itself end the run
+            self.notes.append("could not check who holds port %s: %s" % (self.params.port, exc))
+            self.port_check = None
+            return None
+        self.port_owner = owner
+        if owner.get("state") == "foreign":
+            self.probe = {}
+            return self._fail(
+                "port_in_use",
+                "%s: the answers on the port are not the release's, so they were not judged" % owner.get("reason"),
+            )
+        note = {
+            "unknown": owner.get("reason"),
+            "free": "port %s answered but no listener on it is visible here (another network namespace?): "
+            "its owner was not checked" % self.params.port,
+        }.get(owner.get("state"))
+        if note and note not in self.notes:
+            self.notes.append(note)
+        return None
 
     def _phase_after_health(self, result):
         if result is None or result.error == "timeout":

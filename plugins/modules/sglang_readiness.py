@@ -129,6 +129,14 @@ options:
       - Minimum speculative accept length. Checked against the probe's C(spec_accept_length) (or the
         server's average) when the server reports one; otherwise a warning is returned.
     type: float
+  check_port_owner:
+    description:
+      - When O(base_url) is this host's (loopback), the listener on its port must belong to the watched unit's
+        main process or its descendants (O(pid) with a process), found through C(/proc/net/tcp{,6}) socket inodes
+        and C(/proc/<pid>/fd). Another process holding the port fails at once with C(port_in_use), naming its
+        PID and command; its answers are never judged as the release's. Needs root to see other users' fds.
+    type: bool
+    default: true
   settle_s:
     description:
       - Stability window in seconds after the first successful generation. C(0) ends at the first success.
@@ -428,6 +436,13 @@ notes:
   type: list
   elements: str
   sample: []
+port_owner:
+  description:
+    - Who held the port when the server first answered (O(check_port_owner)) - C(state) C(own) (C(pids)),
+      C(foreign) (C(pid), C(command), C(reason)), C(unknown) or C(free); empty when not checked.
+  returned: always
+  type: dict
+  sample: {"state": "own", "port": 30000, "pids": [4242]}
 time_to_ready_from:
   description:
     - What RV(time_to_ready_s) counts from - C(unit) (systemd's start of the unit), C(process) (the start
@@ -439,10 +454,12 @@ time_to_ready_from:
 
 import copy  # noqa: E402  (Ansible modules keep their docs first)
 import time  # noqa: E402
+from urllib.parse import urlparse  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.port_owner import port_check  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
     ExitWaiter,
     ProcessWatcher,
@@ -478,7 +495,21 @@ ARGUMENT_SPEC = dict(
     journal_max_bytes=dict(type="int", default=65536),
     validate_certs=dict(type="bool", default=True),
     use_proxy=dict(type="bool", default=False),
+    check_port_owner=dict(type="bool", default=True),
 )
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
+
+def local_port(base_url):
+    """The TCP port of ``base_url`` when it is this host's (loopback), else None (nothing to check)."""
+    parts = urlparse(base_url)
+    if (parts.hostname or "") not in LOCAL_HOSTS:
+        return None
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
 
 
 def build_module():
@@ -550,9 +581,11 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
             min_accept_length=params["min_accept_length"],
             journal_max_bytes=params["journal_max_bytes"],
             api_key=params["api_key"],
+            port=local_port(params["base_url"]) if params["check_port_owner"] else None,
         ),
         clock=clock,
         sleep=waiter,
+        port_check=port_check,
     )
     try:
         if module.check_mode:

@@ -817,3 +817,72 @@ def test_a_unit_watcher_knows_how_long_ago_systemd_started_it():
     assert watcher.started_ago() is None
     watcher.poll()
     assert watcher.started_ago(now_monotonic=47.0) == pytest.approx(42.0)
+
+
+# -- port ownership ---------------------------------------------------------------------------------------
+
+
+def with_owner(port_check, states=None, **params):
+    readiness, clock, sglang, _watcher = make(healthy_server(), states=states or running, port=30000, **params)
+    readiness.port_check = port_check
+    return readiness, clock, sglang
+
+
+def unit_with_pid(pid):
+    def states(t=None):
+        return WatchState(True, description="unit sglang.service is active/running", detail={"main_pid": pid})
+
+    return states
+
+
+def test_a_foreign_listener_is_port_in_use_naming_pid_and_command_and_never_probed():
+    calls = []
+
+    def foreign(port, root):
+        calls.append((port, root))
+        return {
+            "state": "foreign",
+            "port": port,
+            "pid": 555,
+            "command": "python3 -m http.server 30000",
+            "reason": "port 30000 is held by pid 555 (python3 -m http.server 30000), not by the tree of pid 42",
+        }
+
+    readiness, _clock, sglang = with_owner(foreign, states=unit_with_pid(42))
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "port_in_use"
+    assert "pid 555 (python3 -m http.server 30000)" in result["reason"]
+    assert result["port_owner"]["pid"] == 555
+    assert result["hint"] and "another process holds the port" in result["hint"]
+    assert calls == [(30000, 42)]
+    assert sglang.paths("POST") == []  # the foreign server's answers were never judged as the release
+    assert result["probe"] == {}
+
+
+def test_the_own_listener_is_checked_once_and_the_start_is_ready():
+    calls = []
+
+    def own(port, root):
+        calls.append(root)
+        return {"state": "own", "port": port, "pids": [root]}
+
+    readiness, _clock, _ = with_owner(own, states=unit_with_pid(42))
+    result = readiness.run()
+    assert result["ready"] is True
+    assert result["port_owner"] == {"state": "own", "port": 30000, "pids": [42]}
+    assert calls == [42]
+
+
+def test_a_holder_that_cannot_be_seen_is_a_note_not_a_verdict():
+    def unknown(port, root):
+        return {"state": "unknown", "port": port, "reason": "port 30000 listens, its holder is not visible"}
+
+    result = with_owner(unknown)[0].run()
+    assert result["ready"] is True
+    assert "port 30000 listens, its holder is not visible" in result["notes"]
+
+
+def test_no_port_means_no_owner_check():
+    readiness, _clock, _, _ = make(healthy_server())
+    readiness.port_check = lambda port, root: pytest.fail("checked without a port")
+    assert readiness.run()["ready"] is True
