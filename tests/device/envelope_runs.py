@@ -235,7 +235,7 @@ def one_run(name, args, models, logs, base_free_mib):
         "name": name,
         "target_config": target_config,
         "draft_config": draft_config,
-        "flags": flags,
+        "launch_flags": flags,
         "envelope": envelope,
         "measured": measured,
     }
