@@ -50,7 +50,11 @@ MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
 MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2
 # arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (the GDN ones): with the radix cache on, the
 # overlap schedule on and the triton linear-attention backend, "auto" resolves to extra_buffer.
-MAMBA_EXTRA_BUFFER_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM")
+MAMBA_EXTRA_BUFFER_ARCHS = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+)
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 SPECULATIVE = ("DFLASH", "DDTREE")
 # Allocated between "Load weight end" and the memory profile: on the H200 27B run the load used
@@ -114,7 +118,9 @@ def target_geometry(config: dict) -> dict:
         "attn_output_gate": bool(text.get("attn_output_gate", False)),
         "attention_bias": bool(text.get("attention_bias", False)),
         "tie_word_embeddings": bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
-        "dtype_bytes": _dtype_bytes(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype")),
+        "dtype_bytes": _dtype_bytes(
+            text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+        ),
         "max_position_embeddings": int(text.get("max_position_embeddings") or 0),
         "rotary_dim": int(head_dim * float(text.get("partial_rotary_factor") or 1.0)),
         "vision": config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None,
@@ -163,7 +169,7 @@ def draft_geometry(config: dict) -> dict:
     }
 
 
-def _attention_params(hidden, heads, kv_heads, head_dim, tp, gate=False, bias=False) -> float:
+def _attention_params(hidden, heads, kv_heads, head_dim, tp, *, gate=False, bias=False) -> float:
     q_out = heads * head_dim * (2 if gate else 1)
     kv_rank = max(1, kv_heads // tp) if kv_heads < tp else kv_heads / tp
     per_rank = hidden * q_out / tp + 2 * hidden * kv_rank * head_dim + heads * head_dim * hidden / tp
@@ -200,7 +206,7 @@ def target_weight_bytes(geo: dict, tp: int) -> float:
     mlp = 3 * h * inter / tp
     norms = 2 * h
     attn = _attention_params(
-        h, geo["heads"], geo["kv_heads"], geo["head_dim"], tp, geo["attn_output_gate"], geo["attention_bias"]
+        h, geo["heads"], geo["kv_heads"], geo["head_dim"], tp, gate=geo["attn_output_gate"], bias=geo["attention_bias"]
     )
     params += geo["full_layers"] * (attn + mlp + norms)
     if geo["linear_layers"]:
@@ -235,7 +241,9 @@ def draft_weight_bytes(draft: dict, tp: int) -> float:
 def kv_cell_bytes(geo: dict, tp: int, kv_dtype_bytes: int | None = None) -> int:
     """KV bytes per token on one rank, target only (full-attention layers of a hybrid)."""
     kv_rank = max(1, geo["kv_heads"] // tp)
-    return int(kv_rank * (geo["head_dim"] + geo["v_head_dim"]) * geo["full_layers"] * (kv_dtype_bytes or geo["dtype_bytes"]))
+    return int(
+        kv_rank * (geo["head_dim"] + geo["v_head_dim"]) * geo["full_layers"] * (kv_dtype_bytes or geo["dtype_bytes"])
+    )
 
 
 def mamba_per_request(geo: dict, tp: int) -> dict:
@@ -244,10 +252,19 @@ def mamba_per_request(geo: dict, tp: int) -> dict:
         return {"ssm": 0, "conv": 0, "total": 0, "ssm_layer": 0, "conv_dim": 0}
     heads = geo["linear_value_heads"] // tp
     ssm_layer = heads * geo["linear_value_head_dim"] * geo["linear_key_head_dim"] * geo["ssm_bytes"]
-    conv_dim = (2 * geo["linear_key_heads"] * geo["linear_key_head_dim"] + geo["linear_value_heads"] * geo["linear_value_head_dim"]) // tp
+    conv_dim = (
+        2 * geo["linear_key_heads"] * geo["linear_key_head_dim"]
+        + geo["linear_value_heads"] * geo["linear_value_head_dim"]
+    ) // tp
     conv_layer = conv_dim * (geo["linear_conv_kernel_dim"] - 1) * geo["conv_bytes"]
     n = geo["linear_layers"]
-    return {"ssm": n * ssm_layer, "conv": n * conv_layer, "total": n * (ssm_layer + conv_layer), "ssm_layer": ssm_layer, "conv_dim": conv_dim}
+    return {
+        "ssm": n * ssm_layer,
+        "conv": n * conv_layer,
+        "total": n * (ssm_layer + conv_layer),
+        "ssm_layer": ssm_layer,
+        "conv_dim": conv_dim,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,7 +294,7 @@ def draft_tokens_of(envelope: dict, draft: dict | None) -> int:
     return n or block
 
 
-def sglang_memory(
+def sglang_memory(  # noqa: C901, PLR0912, PLR0915  (sglang's own sequence, kept in one place)
     geo: dict,
     draft: dict | None,
     envelope: dict,
@@ -411,7 +428,9 @@ def sglang_memory(
             columns = d_tokens * (k - 1) if algo == "DDTREE" else d_tokens + k - 2  # tree: dense; chain: dedup
             out["intermediate_ssm_gb"] = n * (max_reqs + 1) * d_tokens * per["ssm_layer"] / GIB
             out["intermediate_conv_gb"] = n * (max_reqs + 1) * per["conv_dim"] * columns * geo["conv_bytes"] / GIB
-    out["mamba_reserved_gb"] = out["mamba_ssm_gb"] + out["mamba_conv_gb"] + out["intermediate_ssm_gb"] + out["intermediate_conv_gb"]
+    out["mamba_reserved_gb"] = (
+        out["mamba_ssm_gb"] + out["mamba_conv_gb"] + out["intermediate_ssm_gb"] + out["intermediate_conv_gb"]
+    )
     out["max_running_requests"] = max_reqs
     return out
 
@@ -535,7 +554,12 @@ def plan_ladder(target_config, draft_config, gpus, tp_size, envelopes, **kwargs)
         plan["name"] = env.get("name", "")
         plans.append(plan)
     fitting = [p["name"] for p in plans if p["fits"]]
-    return {"plans": plans, "fitting": fitting, "first_fit": fitting[0] if fitting else None, "table": format_table(plans)}
+    return {
+        "plans": plans,
+        "fitting": fitting,
+        "first_fit": fitting[0] if fitting else None,
+        "table": format_table(plans),
+    }
 
 
 def _gb(value) -> str:
@@ -578,3 +602,84 @@ def format_table(plans: list[dict]) -> str:
     for r in rows:
         lines.append(" | ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + " | " + r[-1])
     return "\n".join(lines)
+
+
+def role_envelopes(
+    envelopes: dict, ladder: list, algorithm: str | None, num_draft_tokens=None, ddtree_budget=0
+) -> list:
+    """The ladder of ``sglang_service_envelopes`` as planner envelopes (in ladder order)."""
+    algo = (algorithm or "").upper() or None
+    if algo == "DDTREE":
+        draft_tokens = int(ddtree_budget or 0)  # 0: the patch set's default, 4 x block size
+    else:
+        draft_tokens = int(num_draft_tokens or 0)
+    out = []
+    for name in ladder:
+        if name not in envelopes:
+            raise PlanError(
+                f"sglang_service_envelope_ladder names {name!r}, which sglang_service_envelopes does not define"
+            )
+        env = envelopes[name]
+        out.append(
+            {
+                "name": name,
+                "context_length": int(env.get("context_length") or 0),
+                "mem_fraction_static": float(env["mem_fraction_static"]),
+                "max_running_requests": env.get("max_running_requests"),
+                "cuda_graph": bool(env.get("cuda_graph", True)),
+                "algorithm": algo,
+                "num_draft_tokens": draft_tokens,
+            }
+        )
+    return out
+
+
+def launch_options(extra_flags) -> dict:
+    """Planner options a launch flag changes (``--disable-radix-cache``, ``--disable-overlap-schedule``,
+    ``--mamba-full-memory-ratio R``, ``--chunked-prefill-size N``)."""
+    words = " ".join(str(f) for f in (extra_flags or [])).replace("=", " ").split()
+    opts = {
+        "disable_radix_cache": "--disable-radix-cache" in words,
+        "disable_overlap_schedule": "--disable-overlap-schedule" in words,
+    }
+    for flag, key, kind in (
+        ("--mamba-full-memory-ratio", "mamba_full_memory_ratio", float),
+        ("--chunked-prefill-size", "chunked_prefill_size", int),
+    ):
+        if flag in words and words.index(flag) + 1 < len(words):
+            try:
+                opts[key] = kind(words[words.index(flag) + 1])
+            except ValueError:
+                raise PlanError(
+                    f"sglang_service_extra_flags: {flag} {words[words.index(flag) + 1]!r} is not a number"
+                ) from None
+    return opts
+
+
+def recommend_ladder(target_config, draft_config, gpus, tp_size, shapes, *, max_requests=16, **kwargs) -> list:
+    """The planner's answer for a host: each envelope shape with the running requests sglang will really give.
+
+    ``shapes``: ``[{name, context_length, mem_fraction_static, cuda_graph, algorithm, num_draft_tokens}]``.
+    For each, ``max_running_requests`` is the largest value up to ``max_requests`` whose envelope fits, lowered
+    to what sglang resolves it to (the mamba-state cap, the KV pool): asking for more only moves memory to
+    request slots sglang then caps. A shape that fits with no request count is left out.
+    """
+    answer = []
+    for shape in shapes:
+        for requests in range(int(max_requests), 0, -1):
+            plan = plan_envelope(
+                target_config, draft_config, gpus, tp_size, dict(shape, max_running_requests=requests), **kwargs
+            )
+            if not plan["fits"]:
+                continue
+            resolved = plan["max_running_requests"]
+            if resolved < requests:
+                again = plan_envelope(
+                    target_config, draft_config, gpus, tp_size, dict(shape, max_running_requests=resolved), **kwargs
+                )
+                if not again["fits"]:
+                    continue
+                plan = again
+            answer.append(dict(shape, max_running_requests=plan["max_running_requests"], plan=plan))
+            break
+    return answer

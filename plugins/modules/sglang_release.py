@@ -105,7 +105,10 @@ options:
     type: int
     default: 3
   fields:
-    description: Step C(record). Extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
+    description:
+      - Step C(record) - extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
+      - Step C(report) - C(previous_release_id), and C(stop_result) (systemd's C(Result) after the stop of the
+        previous server - C(timeout) when its drain outlasted C(TimeoutStopSec)), copied into the report.
     type: dict
     default: {}
   outcome:
@@ -533,6 +536,11 @@ class Steps:
                 p["readiness"], target=p["rollback_target"], rollback=p["rollback_readiness"], **common
             )
             text = release.failure_message(report).splitlines()
+        # How the stop of the previous server ended ("timeout": its drain was cut by SIGKILL); never hidden.
+        report["stop_result"] = p["fields"].get("stop_result", "")
+        if report["stop_result"] == "timeout":
+            text = list(text) if isinstance(text, list) else [text]
+            text.append("stop_result: timeout - the previous server's drain outlasted TimeoutStopSec and was SIGKILLed")
         return {"report": report, "text": text, "stats": release.without_attempts(report)}
 
     def target(self):

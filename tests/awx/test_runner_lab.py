@@ -164,6 +164,16 @@ def test_deploy_succeeds(lab):
     assert deploy["probe_tokens_per_s"] > 0
     assert deploy["spec_accept_length"] >= 1
     assert [a["envelope"] for a in result.artifacts["sglang_deploy_attempts"][HOST]] == ["full"]
+    # the fleet summary (last play of playbooks/deploy.yml, json_query over the reports) as AWX reads it
+    fleet = result.artifacts["sglang_deploy_fleet"]
+    assert fleet["hosts_by_release"] == {deploy["release_id"]: [HOST]}
+    assert (fleet["hosts_ok"], fleet["hosts_failed"], fleet["failed"]) == (1, 0, [])
+    assert fleet["slowest_time_to_ready"] == {
+        "host": HOST,
+        "release_id": deploy["release_id"],
+        "time_to_ready_s": deploy["time_to_ready_s"],
+    }
+    assert fleet["lowest_accept_length"]["spec_accept_length"] == deploy["spec_accept_length"]
     assert generate() > 0
     lab.release["A"] = deploy["release_id"]
 

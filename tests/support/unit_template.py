@@ -26,7 +26,8 @@ ALL_OPTIONS_ON = {
     "sglang_service_trust_remote_code": True,
     "sglang_service_api_key": "not-a-real-key",
     "sglang_service_tp_size": 2,
-    "sglang_service_extra_flags": ["--enable-metrics", "--log-level=info"],
+    "sglang_service_enable_metrics": True,
+    "sglang_service_extra_flags": ["--log-level=info"],
     "sglang_service_envelopes": {
         "everything": {
             "context_length": 32768,

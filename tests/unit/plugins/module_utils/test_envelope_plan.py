@@ -99,7 +99,9 @@ def test_mem_fraction_rule_refuses_with_sglangs_wording_and_minimum():
     assert "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5." in plan["error"]
     assert f"{plan['min_viable_mem_fraction']:.4f}" in plan["error"]
     assert plan["min_mem_fraction"] is not None and plan["min_mem_fraction"] > 0.5
-    ok = ep.plan_envelope(DENSE, None, gpus(20.0, 1), 1, env(context_length=4096, mem_fraction_static=plan["min_mem_fraction"]))
+    ok = ep.plan_envelope(
+        DENSE, None, gpus(20.0, 1), 1, env(context_length=4096, mem_fraction_static=plan["min_mem_fraction"])
+    )
     assert ok["fits"]
 
 
@@ -118,9 +120,16 @@ def test_hybrid_dflash_snapshots_per_draft_token_decide_tp1_versus_tp2():
 
 
 def test_ddtree_snapshot_pool_is_sized_for_the_tree_budget():
-    chain = ep.plan_envelope(TARGET, DRAFT, gpus(95.0, 2), 2, env(max_running_requests=2, algorithm="DFLASH"), disable_radix_cache=True)
+    chain = ep.plan_envelope(
+        TARGET, DRAFT, gpus(95.0, 2), 2, env(max_running_requests=2, algorithm="DFLASH"), disable_radix_cache=True
+    )
     tree = ep.plan_envelope(
-        TARGET, DRAFT, gpus(95.0, 2), 2, env(max_running_requests=2, algorithm="DDTREE", num_draft_tokens=64), disable_radix_cache=True
+        TARGET,
+        DRAFT,
+        gpus(95.0, 2),
+        2,
+        env(max_running_requests=2, algorithm="DDTREE", num_draft_tokens=64),
+        disable_radix_cache=True,
     )
     assert tree["draft_tokens"] == 64 and chain["draft_tokens"] == 16
     assert tree["intermediate_ssm_gb"] == pytest.approx(4 * chain["intermediate_ssm_gb"])
@@ -143,9 +152,13 @@ def test_hybrid_state_errors_use_sglangs_wordings():
     small = dict(text_config(TARGET), architectures=["Qwen3_5ForCausalLM"])
     small.update(num_hidden_layers=8, hidden_size=512, intermediate_size=1024, vocab_size=1000)
     # almost no room: the mamba solve gives no slot
-    plan = ep.plan_envelope(small, DRAFT, gpus(3.6, 1), 1, env(context_length=1024, mem_fraction_static=0.05, algorithm="DFLASH"))
+    plan = ep.plan_envelope(
+        small, DRAFT, gpus(3.6, 1), 1, env(context_length=1024, mem_fraction_static=0.05, algorithm="DFLASH")
+    )
     assert plan["error_class"] == "hybrid_state_no_memory"
-    assert plan["error"].startswith("RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache.")
+    assert plan["error"].startswith(
+        "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache."
+    )
     # the radix cache on, few slots: max_mamba_cache_size // ratio == 0
     plan = ep.plan_envelope(small, None, gpus(0.46, 1), 1, env(context_length=1024, mem_fraction_static=0.9))
     assert plan["mamba_slots"] is not None and 0 < plan["mamba_slots"] < 3
@@ -183,5 +196,28 @@ def test_tp_uses_the_smallest_free_gpu_and_refuses_too_few_gpus():
 def test_configs_without_the_fields_are_refused_by_name():
     with pytest.raises(ep.PlanError, match="has no 'num_hidden_layers'"):
         ep.target_geometry({"architectures": ["X"], "hidden_size": 8})
-    with pytest.raises(ep.PlanError, match="needs the draft's config.json"):
+    with pytest.raises(ep.PlanError, match=r"needs the draft's config\.json"):
         ep.plan_envelope(TARGET, None, gpus(95.0, 1), 1, env(algorithm="DFLASH"))
+
+
+def test_launch_flags_change_the_plan_like_they_change_sglang():
+    assert ep.launch_options(["--disable-radix-cache", "--mamba-full-memory-ratio=0.5"]) == {
+        "disable_radix_cache": True,
+        "disable_overlap_schedule": False,
+        "mamba_full_memory_ratio": 0.5,
+    }
+    assert ep.launch_options(["--chunked-prefill-size 4096"])["chunked_prefill_size"] == 4096
+    with pytest.raises(ep.PlanError, match="--mamba-full-memory-ratio 'lots' is not a number"):
+        ep.launch_options(["--mamba-full-memory-ratio", "lots"])
+    # the overlap schedule off drops the extra_buffer ping-pong: 3 slots per request instead of 5
+    assert ep.mamba_ratio(ep.target_geometry(TARGET), False, disable_overlap_schedule=True) == 3
+
+
+def test_role_envelopes_keep_the_ladder_order_and_the_tree_budget():
+    envelopes = {"a": {"mem_fraction_static": 0.9, "environment": {"X": "1"}}, "b": {"mem_fraction_static": 0.8}}
+    out = ep.role_envelopes(envelopes, ["b", "a"], "DDTREE", num_draft_tokens=16, ddtree_budget=0)
+    assert [e["name"] for e in out] == ["b", "a"]
+    assert out[0]["num_draft_tokens"] == 0 and out[0]["algorithm"] == "DDTREE"  # 0: 4 x block, resolved later
+    assert "environment" not in out[1]
+    with pytest.raises(ep.PlanError, match="names 'c', which sglang_service_envelopes does not define"):
+        ep.role_envelopes(envelopes, ["c"], "DFLASH")
