@@ -56,7 +56,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 DEFINE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-MANIFEST_KEYS = {"name", "description", "sglang_version", "files", "verify"}
+MANIFEST_KEYS = {"name", "description", "sglang_version", "serves", "files", "verify"}
 FILE_KEYS = {"path", "base_sha256", "result_sha256", "overlay", "diff"}
 VERIFY_KEYS = {"imports", "defines", "compile"}
 VERIFY_MODES = ("auto", "import", "compile")
@@ -163,6 +163,22 @@ def _top_level_errors(manifest):
         )
     if "description" in manifest and not isinstance(manifest["description"], str):
         errors.append("description must be a string")
+    errors.extend(_serves_errors(manifest.get("serves", {})))
+    return errors
+
+
+def _serves_errors(serves):
+    """``serves``: dimension -> list of values (an empty list serves none; a missing dimension any)."""
+    if not isinstance(serves, dict):
+        return [
+            "serves must be a mapping of dimension -> list of values (e.g. algorithms: [DDTREE]), found %r" % serves
+        ]
+    errors = []
+    for dimension, values in serves.items():
+        if not isinstance(dimension, str) or not re.match(r"^[a-z][a-z0-9_]*$", dimension):
+            errors.append("serves: dimension %r must be a name of [a-z0-9_] (e.g. attention_backends)" % (dimension,))
+        elif not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            errors.append("serves.%s must be a list of non-empty strings, found %r" % (dimension, values))
     return errors
 
 

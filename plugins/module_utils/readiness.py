@@ -112,7 +112,7 @@ def _normalise_algorithm(value):
 
 
 def extract_server(info):
-    """Selected keys of /get_server_info, plus the scheduler's average accept length."""
+    """Selected keys of /server_info, plus the scheduler's average accept length."""
     if not isinstance(info, dict):
         return {}
     server = {key: info.get(key) for key in SERVER_KEYS if key in info}

@@ -118,7 +118,8 @@ options:
   expect_speculative_algorithm:
     description:
       - Speculative algorithm the server must run (for example C(DFLASH) or C(DDTREE)), checked
-        case-insensitively against C(/get_server_info) (C(/server_info) where the old path is gone).
+        case-insensitively against C(/server_info) (the deprecated C(/get_server_info) only where
+        the new path is missing).
       - That is only the launch flag echoed back, so the probe's own answer must also prove that
         speculation ran (C(spec_verify_ct) > 0 or a C(spec_accept_length)); otherwise C(spec_mismatch).
         sglang's OpenAI answers carry no speculative counters - with O(probe.api=openai) one native
@@ -351,7 +352,7 @@ probe:
            "finish_reason": "length", "latency_s": 0.41, "tokens_per_s": 39.0, "spec_accept_length": 3.2,
            "spec_verify_ct": 5}
 server:
-  description: Selected keys of C(/get_server_info) (never the full server args), after a successful probe.
+  description: Selected keys of C(/server_info) (never the full server args), after a successful probe.
   returned: always
   type: dict
   sample: {"version": "0.5.23", "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_release
 short_description: The decisions of an SGLang deploy, and the release record that remembers them
-version_added: 0.3.0
+version_added: 0.1.0
 author: specdec maintainers (@specdec)
 description:
   - One owner for the release record C(<runtime_root>/state/last_good/deploy.json) and for every

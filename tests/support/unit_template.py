@@ -8,7 +8,15 @@ import pathlib
 import shlex
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
+
+try:
+    from ansible.template import trust_as_template
+except ImportError:  # ansible-core 2.18: no data tagging, every string is a template already
+
+    def trust_as_template(value):
+        return value
+
 
 ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
 

@@ -1,5 +1,9 @@
 """ladder: a memory failure on `full` moves to `small`, which comes up ready; both attempts are reported."""
 
+import json
+import os
+import pathlib
+
 from lab_snapshot import controller_reports
 
 
@@ -26,3 +30,30 @@ def test_service_runs_the_small_envelope(lab):
     assert lab["show"]["ActiveState"] == "active"
     assert lab["last_good"]["envelope"] == "small"
     assert lab["generate_with_key"]["body"]["meta_info"]["completion_tokens"] == 8
+
+
+def _controller_file(name):
+    path = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports" / name
+    assert path.is_file(), f"{path} missing: the converge step did not write it"
+    return json.loads(path.read_text())
+
+
+def test_preflight_plan_skipped_the_envelope_that_cannot_fit(host):
+    plan = _controller_file(f"plan-{host.backend.get_hostname()}.json")
+    assert plan["architecture"] == "hybrid_gdn"
+    assert plan["skipped"] == ["huge"] and plan["fitting"] == ["full", "small"]
+    huge = plan["plans"][0]
+    assert huge["kv_tokens"] < 262144 and "fewer than one request of context_length 262144" in huge["reasons"][0]
+    first = controller_reports()["first-" + host.backend.get_hostname()]
+    assert [a["envelope"] for a in first["attempts"]] == ["full", "small"]  # huge never started
+
+
+def test_deploy_with_no_fitting_envelope_refused_before_the_unit_started(lab):
+    refused = _controller_file("refused-deploy.json")
+    assert refused["rc"] != 0
+    out = refused["stdout"]
+    assert "no envelope of sglang_service_envelope_ladder=['huge'] fits the selected GPUs" in out
+    assert "fewer than one request of context_length 262144" in out
+    # the unit was not restarted: it still serves the envelope the first deploy proved
+    assert "    --context-length 32768 \\" in lab["unit_file"]["content"].splitlines()
+    assert lab["show"]["ActiveState"] == "active"

@@ -18,7 +18,7 @@ import traceback
 import uuid
 from http import HTTPStatus
 
-from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, ddtree, tracebacks
+from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, ddtree, hybrid, tracebacks
 from sglang_engine_simulator.cli import die_with_sigkill, scheduler_exception
 from sglang_engine_simulator.log import access, log, raw
 
@@ -48,7 +48,7 @@ _SCHEDULER_PROGRAM = "import os, time\nparent = os.getppid()\nwhile os.getppid()
 class Engine:
     """What the tokenizer manager and scheduler would know: status, config, fault behaviour."""
 
-    def __init__(self, args, settings, model_config: dict):
+    def __init__(self, args, settings, model_config: dict, draft_config: dict | None = None):
         self.args = args
         self.settings = settings
         self.fault = settings.fault
@@ -57,6 +57,12 @@ class Engine:
         self.context_len = args.context_length or int(model_config.get("max_position_embeddings") or 32768)
         self.max_running_requests = args.max_running_requests or 48
         self.max_total_tokens = args.max_total_tokens or 1_048_576
+        # hybrid (Gated-DeltaNet) target: sglang's pools and refusals for it (hybrid.py)
+        self.hybrid = (
+            hybrid.Pools(model_config, draft_config, args, settings.gpu_memory_mb)
+            if hybrid.is_hybrid(model_config)
+            else None
+        )
         self.served_model_name = args.served_model_name or args.model_path
         self.spec_algorithm = args.speculative_algorithm.upper() if args.speculative_algorithm else None
         self.num_draft_tokens = (
@@ -111,6 +117,13 @@ class Engine:
                 arm, self._death_armed = not getattr(self, "_death_armed", False), True
             if arm:  # this first answer is served; the scheduler dies FAULT_AFTER_S later
                 threading.Thread(target=_scheduler_death, args=(self,), daemon=True).start()
+        if self.fault == "gdn_kernel_fault" and self.hybrid is not None:
+            with self._lock:  # the first prefill compiles and runs the GDN kernels: warm-up or not
+                self._generations += 1
+                first = self._generations == 1
+            if first:
+                time.sleep(0.05)
+                scheduler_exception(tracebacks.gdn_kernel_fault())
         if internal or self.fault != "crash_on_first_generation":
             return
         with self._lock:

@@ -174,7 +174,7 @@ def healthy_server(load_s=10.0, warm_s=2.0, gen=None, info=SERVER_INFO):
             ("GET", "/health"): (0.05, 200, {}),
             ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
             ("POST", "/generate"): gen if gen is not None else (0.4, 200, generated()),
-            ("GET", "/get_server_info"): (0.02, 200, info),
+            ("GET", "/server_info"): (0.02, 200, info),
         }
 
     return behaviour
@@ -212,7 +212,7 @@ def test_health_200_generation_and_server_info_run_back_to_back_not_a_poll_apart
     assert result["ready"] is True
     first_200 = min(t for t, m, p, _ in sglang.calls if p == "/health" and t >= 12.0)
     generate_at = next(t for t, m, p, _ in sglang.calls if p == "/generate")
-    info_at = next(t for t, m, p, _ in sglang.calls if p == "/get_server_info")
+    info_at = next(t for t, m, p, _ in sglang.calls if p == "/server_info")
     # health answers in 0.05 s, the generation in 0.4 s, server info in 0.02 s: no poll interval between them
     assert generate_at - first_200 <= 0.06
     assert info_at - generate_at <= 0.41
@@ -329,7 +329,7 @@ def test_wedged_engine_is_never_ready():
             ("GET", "/health"): HANG,
             ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
             ("POST", "/generate"): HANG,
-            ("GET", "/get_server_info"): HANG,
+            ("GET", "/server_info"): HANG,
         }
 
     readiness, _clock, sglang, _ = make(behaviour, probe=http_probe.ProbeSettings(timeout=30))
@@ -340,7 +340,7 @@ def test_wedged_engine_is_never_ready():
     assert result["probe"]["error"] == "timeout"
     # /health given up after SLOW_HEALTH_503_S (1) + probe timeout (30) + slack, far from startup_timeout
     assert 31 <= result["elapsed_s"] <= 33
-    assert "/get_server_info" not in sglang.paths()
+    assert "/server_info" not in sglang.paths()
 
 
 def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generation():
@@ -350,7 +350,7 @@ def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generat
         return {
             ("GET", "/health"): HANG,
             ("POST", "/generate"): (0.4, 200, generated()),
-            ("GET", "/get_server_info"): (0.02, 200, SERVER_INFO),
+            ("GET", "/server_info"): (0.02, 200, SERVER_INFO),
         }
 
     readiness, _clock, sglang, _ = make(behaviour)
@@ -490,7 +490,7 @@ def test_unreported_accept_length_is_a_warning_not_a_failure():
 def test_server_info_hanging_fails_only_when_the_algorithm_must_be_checked():
     def behaviour(t):
         routes = healthy_server(load_s=0, warm_s=0)(t)
-        routes[("GET", "/get_server_info")] = HANG
+        routes[("GET", "/server_info")] = HANG
         return routes
 
     assert make(behaviour)[0].run()["ready"] is True

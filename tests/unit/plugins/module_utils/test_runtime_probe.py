@@ -20,8 +20,8 @@ from support.build_stub_wheels import build_all
 MANIFEST = [
     {"name": "torch", "version": "2.11.0", "local": "cu130", "import": "torch"},
     {"name": "triton", "version": "3.6.0", "import": "triton"},
-    {"name": "sglang-kernel", "version": "0.4.10", "import": "sgl_kernel"},
-    {"name": "flashinfer-python", "version": "0.6.8.post1", "import": "flashinfer"},
+    {"name": "sglang-kernel", "version": "0.4.5", "import": "sgl_kernel"},
+    {"name": "flashinfer-python", "version": "0.6.15.post1", "import": "flashinfer"},
 ]
 SGL_KERNEL_ERROR = (
     "ImportError: /root/venv_sglang/lib/python3.12/site-packages/sgl_kernel/sm100/common_ops.abi3.so: "
@@ -47,7 +47,7 @@ def stub_site(tmp_path_factory):
 def test_probe_reads_versions_torch_cuda_and_imports_from_stub_packages(stub_site):
     result = probe_venv(sys.executable, MANIFEST, env={"PYTHONPATH": str(stub_site["good"])})
     assert result["packages"]["torch"]["version"] == "2.11.0+cu130"
-    assert result["packages"]["sglang-kernel"]["version"] == "0.4.10"
+    assert result["packages"]["sglang-kernel"]["version"] == "0.4.5"
     assert result["torch_cuda"] == "13.0"
     assert all(r["ok"] for r in result["imports"].values())
     assert compare(MANIFEST, result, cuda_version="13.0")["ok"] is True
