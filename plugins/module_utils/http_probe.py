@@ -215,10 +215,14 @@ class Prober:
         return self.request("GET", "/v1/models", timeout)
 
     def server_info(self, timeout=SERVER_INFO_TIMEOUT_S):
-        """GET /get_server_info, falling back to /server_info when the old path is gone."""
-        result = self.request("GET", "/get_server_info", timeout)
+        """GET /server_info; the deprecated /get_server_info only where the new path is missing.
+
+        sglang 0.5.23 logs a deprecation warning on every /get_server_info call; releases before
+        /server_info existed answer the new path 404 (or 405), and only then is the old one asked.
+        """
+        result = self.request("GET", "/server_info", timeout)
         if result.status in (404, 405):
-            result = self.request("GET", "/server_info", timeout)
+            result = self.request("GET", "/get_server_info", timeout)
         return result
 
     def first_model_id(self, timeout=MODELS_TIMEOUT_S):
@@ -236,6 +240,11 @@ class Prober:
         if self.probe.api == "openai":
             return self._chat(timeout)
         return self._native(timeout)
+
+    def native_generate(self, timeout=None):
+        """One native ``POST /generate`` whatever ``probe.api`` says (its meta_info carries the speculative
+        counters an OpenAI answer lacks)."""
+        return self._native(self.probe.timeout if timeout is None else timeout)
 
     def _native(self, timeout):
         payload = {

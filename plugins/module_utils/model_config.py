@@ -42,6 +42,12 @@ def _levels(config: dict) -> list[dict]:
     return levels
 
 
+def text_config(config: dict) -> dict:
+    """The text backbone's config: ``text_config`` when the checkpoint nests it, else the config."""
+    nested = config.get("text_config") if isinstance(config, dict) else None
+    return nested if isinstance(nested, dict) and nested else (config if isinstance(config, dict) else {})
+
+
 def architecture_reasons(config: dict) -> list[str]:
     """Why ``config`` is hybrid (each a short ``key=value`` phrase); [] for a dense model."""
     reasons: list[str] = []

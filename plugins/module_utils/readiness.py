@@ -86,6 +86,7 @@ class Params:
         journal_settle_s=2.0,
         task_slack_s=1.0,
         api_key=None,
+        port=None,
     ):
         self.startup_timeout = float(startup_timeout)
         self.poll_interval = float(poll_interval)
@@ -97,6 +98,8 @@ class Params:
         self.journal_settle_s = journal_settle_s
         self.task_slack_s = task_slack_s
         self.api_key = api_key
+        # The server's TCP port on this host: its listener must belong to the watched tree.
+        self.port = int(port) if port else None
 
 
 def _normalise_algorithm(value):
@@ -109,7 +112,7 @@ def _normalise_algorithm(value):
 
 
 def extract_server(info):
-    """Selected keys of /get_server_info, plus the scheduler's average accept length."""
+    """Selected keys of /server_info, plus the scheduler's average accept length."""
     if not isinstance(info, dict):
         return {}
     server = {key: info.get(key) for key in SERVER_KEYS if key in info}
@@ -137,8 +140,13 @@ def speculation_evidence(probe):
 class Readiness:
     """One readiness run. ``run()`` waits for a verdict; ``snapshot()`` reports without waiting."""
 
-    def __init__(self, watcher, prober, params=None, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, watcher, prober, params=None, clock=time.monotonic, sleep=time.sleep, *, port_check=None):
         self.watcher = watcher
+        # port_check(port, root_pid) -> port_owner.port_check's dict; None: not checked.
+        self.port_check = port_check
+        self.port_owner = {}
+        # What proved that speculative decoding ran (with expect_speculative_algorithm), for the result.
+        self.speculation_evidence = None
         self.prober = prober
         self.params = params or Params()
         self.clock = clock
@@ -272,6 +280,8 @@ class Readiness:
             "journal": redact(journal, secret),
             "journal_truncated": truncated,
             "progress": redact(self.progress, secret),
+            "port_owner": dict(self.port_owner),
+            "speculation_evidence": self.speculation_evidence,
             "notes": list(self.notes),
         }
 
@@ -446,12 +456,17 @@ class Readiness:
         if self.phase == "verifying":
             timeout = SERVER_INFO_TIMEOUT_S
             return ("server_info", self.prober.start("server_info", timeout=timeout), timeout)
+        if self.phase == "evidence":
+            timeout = min(self.prober.probe.timeout, max(remaining, 0.5))
+            return ("evidence", self.prober.start("native_generate", timeout=timeout), timeout)
         raise RuntimeError("readiness: no call for phase %r" % self.phase)
 
     def _handle(self, name, result, timeout):
         """Judge a finished (or overdue: result None) call: a verdict, "probe_failed" (after a grace) or None."""
         if name == "health":
             self._phase_after_health(result)
+            if self.phase != "loading":
+                return self._owner_verdict()
             return None
         if name == "generate":
             return self._judge_generate(result, timeout)
@@ -459,7 +474,40 @@ class Readiness:
             return self._judge_models(result)
         if name == "server_info":
             return self._verify(result)
+        if name == "evidence":
+            return self._judge_evidence(result)
         raise RuntimeError("readiness: unknown call %r" % name)
+
+    def _root_pid(self):
+        detail = self._watch.detail if self._watch is not None else {}
+        return detail.get("main_pid") or detail.get("pid") or 0
+
+    def _owner_verdict(self):
+        """Something answers on the port: it must be the watched tree's listener, or ``port_in_use``.
+
+        Checked until the listener is seen to be the tree's own (then once is enough: a restart or a
+        death ends the run through the watcher). A holder that cannot be seen is a note, not a verdict.
+        """
+        if self.port_check is None or not self.params.port or self.port_owner.get("state") == "own":
+            return None
+        try:
+            owner = self.port_check(self.params.port, self._root_pid())
+        except Exception as exc:  # informative: never let the check itself end the run
+            self.notes.append("could not check who holds port %s: %s" % (self.params.port, exc))
+            self.port_check = None
+            return None
+        self.port_owner = owner
+        if owner.get("state") == "foreign":
+            self.probe = {}
+            return self._fail(
+                "port_in_use",
+                "%s: the answers on the port are not the release's, so they were not judged" % owner.get("reason"),
+            )
+        # "free" while something answers: the server is in another network namespace (a container) or
+        # behind a proxy; nothing here to judge it by, and port_owner says so in the result.
+        if owner.get("state") == "unknown" and owner.get("reason") not in self.notes:
+            self.notes.append(owner["reason"])
+        return None
 
     def _phase_after_health(self, result):
         if result is None or result.error == "timeout":
@@ -528,6 +576,15 @@ class Readiness:
                     "spec_mismatch",
                     "expected speculative_algorithm %s, the server runs %s" % (want, got or "none"),
                 )
+        if params.expect_speculative_algorithm and speculation_evidence(self.probe):
+            self.speculation_evidence = "the probe's answer: spec_verify_ct=%s, spec_accept_length=%s" % (
+                self.probe.get("spec_verify_ct"),
+                self.probe.get("spec_accept_length"),
+            )
+        elif params.expect_speculative_algorithm and self.prober.probe.api == "openai":
+            # sglang's OpenAI answers carry no speculative counters: one native /generate shows them.
+            self.phase = "evidence"
+            return None
         if params.expect_speculative_algorithm and not speculation_evidence(self.probe):
             return self._fail(
                 "spec_mismatch",
@@ -540,7 +597,33 @@ class Readiness:
                     else "",
                 ),
             )
-        accept = self.probe.get("spec_accept_length")
+        return self._accept_verdict(self.probe.get("spec_accept_length"))
+
+    def _judge_evidence(self, result):
+        """The native call made for an openai probe: its counters prove speculation ran, or spec_mismatch."""
+        native = result.as_dict(self.params.api_key) if result is not None else {}
+        if native.get("ok") and speculation_evidence(native):
+            self.speculation_evidence = (
+                "one native POST /generate (the openai answer carries no counters): spec_verify_ct=%s, "
+                "spec_accept_length=%s" % (native.get("spec_verify_ct"), native.get("spec_accept_length"))
+            )
+            return self._accept_verdict(native.get("spec_accept_length"))
+        what = (
+            "it failed: %s" % (native.get("reason") or native.get("error"))
+            if native and not native.get("ok")
+            else "it shows no spec_verify_ct > 0 and no spec_accept_length"
+            if native
+            else "it did not answer"
+        )
+        return self._fail(
+            "spec_mismatch",
+            "the server says speculative_algorithm %s, the openai probe's answer carries no speculative counters, "
+            "and one native POST /generate sent to check: %s"
+            % (_normalise_algorithm(self.server.get("speculative_algorithm")) or "none", what),
+        )
+
+    def _accept_verdict(self, accept):
+        params = self.params
         if accept is None:
             accept = self.server.get("avg_spec_accept_length")
         if params.min_accept_length is not None:

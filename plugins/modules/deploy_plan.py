@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: deploy_plan
 short_description: Build the deploy plan on the controller (runtime coherence, patch sets by capability, paths)
-version_added: 0.3.0
+version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
   - Runs once in the validation play of C(deploy.yml), on the controller; no host is contacted. Returns one plan

@@ -118,16 +118,27 @@ options:
   expect_speculative_algorithm:
     description:
       - Speculative algorithm the server must run (for example C(DFLASH) or C(DDTREE)), checked
-        case-insensitively against C(/get_server_info) (C(/server_info) where the old path is gone).
+        case-insensitively against C(/server_info) (the deprecated C(/get_server_info) only where
+        the new path is missing).
       - That is only the launch flag echoed back, so the probe's own answer must also prove that
         speculation ran (C(spec_verify_ct) > 0 or a C(spec_accept_length)); otherwise C(spec_mismatch).
-        Use the C(native) probe api with it (sglang's OpenAI answers carry no speculative counters).
+        sglang's OpenAI answers carry no speculative counters - with O(probe.api=openai) one native
+        C(POST /generate) is sent after the chat completion and its counters are the evidence.
+        RV(speculation_evidence) names what proved it.
     type: str
   min_accept_length:
     description:
       - Minimum speculative accept length. Checked against the probe's C(spec_accept_length) (or the
         server's average) when the server reports one; otherwise a warning is returned.
     type: float
+  check_port_owner:
+    description:
+      - When O(base_url) is this host's (loopback), the listener on its port must belong to the watched unit's
+        main process or its descendants (O(pid) with a process), found through C(/proc/net/tcp{,6}) socket inodes
+        and C(/proc/<pid>/fd). Another process holding the port fails at once with C(port_in_use), naming its
+        PID and command; its answers are never judged as the release's. Needs root to see other users' fds.
+    type: bool
+    default: true
   settle_s:
     description:
       - Stability window in seconds after the first successful generation. C(0) ends at the first success.
@@ -341,7 +352,7 @@ probe:
            "finish_reason": "length", "latency_s": 0.41, "tokens_per_s": 39.0, "spec_accept_length": 3.2,
            "spec_verify_ct": 5}
 server:
-  description: Selected keys of C(/get_server_info) (never the full server args), after a successful probe.
+  description: Selected keys of C(/server_info) (never the full server args), after a successful probe.
   returned: always
   type: dict
   sample: {"version": "0.5.23", "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
@@ -427,6 +438,20 @@ notes:
   type: list
   elements: str
   sample: []
+speculation_evidence:
+  description:
+    - With O(expect_speculative_algorithm), what proved that speculative decoding ran - the probe's own counters, or
+      the one native C(POST /generate) an O(probe.api=openai) run sends; null otherwise.
+  returned: always
+  type: str
+  sample: "the probe's answer: spec_verify_ct=5, spec_accept_length=3.2"
+port_owner:
+  description:
+    - Who held the port when the server first answered (O(check_port_owner)) - C(state) C(own) (C(pids)),
+      C(foreign) (C(pid), C(command), C(reason)), C(unknown) or C(free); empty when not checked.
+  returned: always
+  type: dict
+  sample: {"state": "own", "port": 30000, "pids": [4242]}
 time_to_ready_from:
   description:
     - What RV(time_to_ready_s) counts from - C(unit) (systemd's start of the unit), C(process) (the start
@@ -438,10 +463,12 @@ time_to_ready_from:
 
 import copy  # noqa: E402  (Ansible modules keep their docs first)
 import time  # noqa: E402
+from urllib.parse import urlparse  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.port_owner import port_check  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
     ExitWaiter,
     ProcessWatcher,
@@ -477,7 +504,21 @@ ARGUMENT_SPEC = dict(
     journal_max_bytes=dict(type="int", default=65536),
     validate_certs=dict(type="bool", default=True),
     use_proxy=dict(type="bool", default=False),
+    check_port_owner=dict(type="bool", default=True),
 )
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
+
+def local_port(base_url):
+    """The TCP port of ``base_url`` when it is this host's (loopback), else None (nothing to check)."""
+    parts = urlparse(base_url)
+    if (parts.hostname or "") not in LOCAL_HOSTS:
+        return None
+    try:
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
 
 
 def build_module():
@@ -549,9 +590,11 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
             min_accept_length=params["min_accept_length"],
             journal_max_bytes=params["journal_max_bytes"],
             api_key=params["api_key"],
+            port=local_port(params["base_url"]) if params["check_port_owner"] else None,
         ),
         clock=clock,
         sleep=waiter,
+        port_check=port_check,
     )
     try:
         if module.check_mode:

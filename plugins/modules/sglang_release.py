@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_release
 short_description: The decisions of an SGLang deploy, and the release record that remembers them
-version_added: 0.3.0
+version_added: 0.1.0
 author: specdec maintainers (@specdec)
 description:
   - One owner for the release record C(<runtime_root>/state/last_good/deploy.json) and for every
@@ -57,7 +57,7 @@ options:
     description: Failure (cause) classes that move the ladder to the next envelope.
     type: list
     elements: str
-    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture]
+    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture, mamba_cache_oom]
   files:
     description:
       - The live files of the deploy, by role (C(unit), C(env), C(config)), as paths on the host. Their last
@@ -106,7 +106,10 @@ options:
     type: int
     default: 3
   fields:
-    description: Step C(record). Extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
+    description:
+      - Step C(record) - extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
+      - Step C(report) - C(previous_release_id), and C(stop_result) (systemd's C(Result) after the stop of the
+        previous server - C(timeout) when its drain outlasted C(TimeoutStopSec)), copied into the report.
     type: dict
     default: {}
   outcome:
@@ -275,7 +278,7 @@ ARGUMENT_SPEC = dict(
     ladder=dict(type="list", elements="str", default=[]),
     envelopes=dict(type="dict", default={}),
     ladder_failure_classes=dict(
-        type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture"]
+        type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture", "mamba_cache_oom"]
     ),
     files=dict(type="dict", default={}),
     restart_requested=dict(type="bool", default=False),
@@ -538,6 +541,11 @@ class Steps:
                 p["readiness"], target=p["rollback_target"], rollback=p["rollback_readiness"], **common
             )
             text = release.failure_message(report).splitlines()
+        # How the stop of the previous server ended ("timeout": its drain was cut by SIGKILL); never hidden.
+        report["stop_result"] = p["fields"].get("stop_result", "")
+        if report["stop_result"] == "timeout":
+            text = list(text) if isinstance(text, list) else [text]
+            text.append("stop_result: timeout - the previous server's drain outlasted TimeoutStopSec and was SIGKILLed")
         return {"report": report, "text": text, "stats": release.without_attempts(report)}
 
     def target(self):

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: validate_inputs
 short_description: Check a role's variables strictly (types, choices, ranges, paths) on the controller
-version_added: 0.2.0
+version_added: 0.1.0
 author: specdec maintainers (@specdec)
 description:
   - Checks every variable of the calling role's argument spec (C(meta/argument_specs.yml), entry point

@@ -20,6 +20,15 @@ Steps (each result in DIR/ddtree-check.json, a summary in DIR/ddtree-summary.txt
  3. checks: DDTREE output_ids == the target's (a divergence passes only at a near-tie: the target's
     own top-2 log-probabilities at that token within --tie-gap); DDTREE mean accept length >= DFLASH's;
     spec_verify_ct > 0; the tree size logged by every DDTREE verify step equals its budget.
+
+--hybrid (a hybrid Gated DeltaNet target, e.g. build_tiny_models.build_hybrid_pair's): the servers start
+at once (a hybrid cold start compiles the GDN kernels for about two minutes; --mem-fraction-static is a
+share of the memory free at each server's start, so four at 0.2 fit), with --disable-radix-cache; the
+block size and the prompt vocabulary come from the pair's configs; every DDTREE verify step must log
+recurrent_state=tree (the hybrid path ran); with --readiness, the first DDTREE server is started and
+judged by the collection's own readiness code (plugins/module_utils/readiness.py, pid mode, as
+readiness_real.py) expecting speculative_algorithm DDTREE with speculative evidence in its probe (the
+probe sends text: that server keeps its tokenizer).
 Exit status: 0 when every check passes.
 """
 
@@ -342,7 +351,8 @@ def budget_lines(log_path):
     text = log_path.read_text(errors="replace")
     start = re.findall(r"DDTREE draft tree: block_size=(\d+) budget=(\d+) \(requested (\d+)", text)
     steps = [int(m) for m in re.findall(r"DDTREE verify step \d+: bs=\d+ tree_nodes_per_request=(\d+)", text)]
-    return {"startup": [list(map(int, s)) for s in start], "step_tree_nodes": steps}
+    state = re.findall(r"DDTREE verify step \d+: .* recurrent_state=(\w+)", text)
+    return {"startup": [list(map(int, s)) for s in start], "step_tree_nodes": steps, "recurrent_state": state}
 
 
 def build_parser():
@@ -373,7 +383,26 @@ def build_parser():
     p.add_argument("--skip-kernels", action="store_true")
     p.add_argument("--no-dflash", action="store_true", help="no DFLASH server (no accept-length comparison)")
     p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
+    p.add_argument("--hybrid", action="store_true", help="a hybrid GDN target: servers at once, recurrent checks")
+    p.add_argument("--readiness", action="store_true", help="judge the first DDTREE server by sglang_readiness")
     return p
+
+
+def hybrid_geometry(args):
+    """--hybrid: the block size from the draft's config, the prompt vocabulary from the target's."""
+    draft = json.loads((pathlib.Path(args.draft) / "config.json").read_text())
+    block = (draft.get("dflash_config") or {}).get("block_size") or draft.get("block_size")
+    if block:
+        args.block = int(block)
+    target = json.loads((pathlib.Path(args.target) / "config.json").read_text())
+    vocab = (target.get("text_config") or target).get("vocab_size")
+    if vocab:
+        args.vocab = min(args.vocab, int(vocab) - 2)
+    log("hybrid: block size %d, prompt ids below %d" % (args.block, args.vocab))
+
+
+def has_tokenizer(model_dir):
+    return any((pathlib.Path(model_dir) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
 
 
 def make_models(args, out):
@@ -422,6 +451,13 @@ def plan_runs(args, budgets):
         flags = [*common, "--speculative-algorithm", "DDTREE", *spec]
         runs.append(("ddtree-n%d" % b, flags, {"SGLANG_DDTREE_BUDGET": str(b)}, False))
     runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
+    if args.hybrid:
+        runs = [(n, [*f, "--disable-radix-cache"], e, w) for n, f, e, w in runs]
+    if args.readiness and has_tokenizer(args.target):
+        # The readiness probe sends text: the judged DDTREE server keeps its tokenizer.
+        first = next(i for i, r in enumerate(runs) if r[0].startswith("ddtree"))
+        name, flags, env, want = runs[first]
+        runs[first] = (name, [f for f in flags if f != "--skip-tokenizer-init"], env, want)
     return runs
 
 
@@ -461,11 +497,116 @@ def run_servers(args, runs, prompts, out):
     return results
 
 
+def readiness_check(server, args):
+    """The collection's readiness code on a DDTREE server from its start (readiness_real.py's run)."""
+    import readiness_real  # noqa: PLC0415 - tests/device, next to this file
+
+    return readiness_real.readiness_run(
+        server, probe_timeout=120, startup_timeout=args.ready_timeout, settle_label="ddtree", expect="DDTREE"
+    )
+
+
+def _wait_all(servers, args, results):
+    for name, server in servers.items():
+        try:
+            results.setdefault(name, {})["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
+            log("%s ready in %.1fs" % (name, results[name]["ready_s"]))
+        except Exception as exc:
+            results[name] = {"error": str(exc)}
+            log("%s FAILED: %s" % (name, exc))
+
+
+def _warm_all(servers, prompts, results):
+    """First requests at once: the tree kernels compile on each server's first verify."""
+    live = [n for n in servers if "error" not in results[n]]
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(live))) as pool:
+        warm = {n: pool.submit(run_prompts, servers[n], prompts[:1], 4, False) for n in live}
+        for n, fut in warm.items():
+            try:
+                fut.result()
+            except Exception as exc:
+                results[n] = {"error": "warm-up: %s" % exc}
+
+
+def run_servers_at_once(args, runs, prompts, out):
+    """--hybrid: every server starts at once; readiness, then prompts one server after another."""
+    base_env = dict(os.environ, HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1")
+    base_env.pop("SGLANG_DDTREE_BUDGET", None)
+    results, servers = {}, {}
+    judged = None
+    if args.readiness and has_tokenizer(args.target):
+        judged = next((n for n, *_ in runs if n.startswith("ddtree")), None)
+    try:
+        for i, (name, flags, extra_env, _want) in enumerate(runs):
+            env = dict(base_env, **extra_env)
+            servers[name] = Server(name, args.python, flags, env=env, port=args.port + i, out=out)
+            time.sleep(2)  # staggered: sglang picks its internal ports at start
+        if judged:
+            results["readiness"] = readiness_check(servers[judged], args)
+        _wait_all(servers, args, results)
+        _warm_all(servers, prompts, results)
+        for name, _flags, _env, want_logprobs in runs:
+            if "error" in results[name]:
+                continue
+            ready = results[name]["ready_s"]
+            try:
+                results[name] = run_one(
+                    servers[name], name, prompts, args, results=results, want_logprobs=want_logprobs
+                )
+                results[name]["ready_s"] = ready
+            except Exception as exc:
+                results[name] = {"error": str(exc)}
+                log("%s FAILED: %s" % (name, exc))
+            (out / "ddtree-partial.json").write_text(json.dumps(results, indent=1))  # survives a time-out
+    finally:
+        for name, server in servers.items():
+            server.stop()
+            if name.startswith("ddtree") and name in results:
+                results[name]["budget_log"] = budget_lines(server.log_path)
+    return results
+
+
+def hybrid_checks(results, budgets):
+    checks = {}
+    for b in budgets:
+        name = "ddtree-n%d" % b
+        state = results.get(name, {}).get("budget_log", {}).get("recurrent_state", [])
+        checks["recurrent_state_%s" % name] = {
+            "logged": sorted(set(state)),
+            "pass": bool(state) and set(state) == {"tree"},
+        }
+    return checks
+
+
+def mode_checks(args, results, budgets):
+    checks = hybrid_checks(results, budgets) if args.hybrid else {}
+    if args.readiness:
+        checks["readiness_ddtree"] = readiness_verdict(results)
+    return checks
+
+
+def readiness_verdict(results):
+    res = results.get("readiness")
+    if res is None:
+        return {"pass": False, "error": "no readiness run (the probe sends text: the target needs a tokenizer)"}
+    probe = res.get("probe") or {}
+    server = res.get("server") or {}
+    return {
+        "ready": res.get("ready"),
+        "failure_class": res.get("failure_class"),
+        "reason": res.get("reason"),
+        "speculative_algorithm": server.get("speculative_algorithm"),
+        "probe_spec_verify_ct": probe.get("spec_verify_ct"),
+        "time_to_ready_s": res.get("time_to_ready_s"),
+        "pass": res.get("ready") is True and (probe.get("spec_verify_ct") or 0) > 0,
+    }
+
+
 def speculative_checks(results, tie_gap):
     checks = {}
     ref = results.get("target", {}).get("rows")
     for name, res in results.items():
-        if name == "target" or "rows" not in res or ref is None:
+        if name in ("target", "readiness") or "rows" not in res or ref is None:
             continue
         first = lossless(name, res["rows"], ref, tie_gap)
         first["pass"] = True  # informative: the per-token replay below is the check
@@ -535,6 +676,8 @@ def main(argv=None):
         args.target, args.draft = models
     if not (args.target and args.draft):
         parser.error("--target and --draft, or --make-models, are required")
+    if args.hybrid:
+        hybrid_geometry(args)
     if not args.skip_kernels:
         result["checks"]["kernels"] = kernel_check(args.python, out)
 
@@ -546,10 +689,11 @@ def main(argv=None):
     result["prompts"] = prompts
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     runs = plan_runs(args, budgets)
-    results = run_servers(args, runs, prompts, out)
+    results = (run_servers_at_once if args.hybrid else run_servers)(args, runs, prompts, out)
     result["runs"] = results
     result["checks"].update(speculative_checks(results, args.tie_gap))
     result["checks"].update(ddtree_checks(results, budgets, not args.no_dflash))
+    result["checks"].update(mode_checks(args, results, budgets))
     for name, *_ in runs:
         if "error" in results.get(name, {}):
             result["checks"]["run_%s" % name] = {"pass": False, "error": results[name]["error"]}

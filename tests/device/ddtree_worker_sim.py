@@ -24,6 +24,18 @@ Checked after every step, for every request:
   - the draft KV written from the target's hidden states matches the committed contexts;
   - the accepted length is never below what DFLASH's chain gets from the same draft;
 and, over the run, that drafts off the chain were accepted and SGLANG_DDTREE_BUDGET sets the tree size.
+
+Hybrid runs (a Gated DeltaNet target): the toy's next token also depends on a recurrent state (an
+order-dependent integer scan of the whole context, standing for the GDN ssm state, plus the last three
+tokens, standing for the conv window) that the target keeps per request slot and never re-reads from
+the KV. Its verify forward does what sglang's tree kernels do with the links the verify input carries
+(retrieve_next_token / retrieve_next_sibling: the parent walk of causal_conv1d_update, each node from
+its parent's snapshot); without links it scans the flattened tree as a chain, as sglang does under
+topk 1. It keeps one snapshot per node, and update_mamba_state_after_mtp_verify copies the snapshot at
+the step it is given into the slot, and the one at the interval step into the track slot. Checked too:
+after every step the slot holds the scan of exactly the committed tokens, and every tracked slot the
+scan of the first multiple-of-interval tokens. ``--flatten`` (the toy ignores the links) and
+``--chain-commit`` (the commit takes the chain's step) show that the checks catch both mistakes.
 """
 
 from __future__ import annotations
@@ -49,6 +61,26 @@ def target_next(context):
     for k, t in enumerate(context):
         h = (h * 1000003 + (k + 1) * (int(t) + 7)) % 2147483647
     return h % (VOCAB - 1)  # never the mask token
+
+
+TRACK_INTERVAL = 5  # --mamba-track-interval of the hybrid runs
+
+
+def recurrent_scan(tokens, state=17):
+    """The toy GDN state after consuming tokens (order-dependent, exact)."""
+    for t in tokens:
+        state = (state * state * 7 + state * 3 + (int(t) + 1) * 131 + 1) % 1_000_003
+    return state
+
+
+def conv_window(tokens, prior=(0, 0, 0)):
+    return tuple((tuple(prior) + tuple(int(t) for t in tokens))[-3:])
+
+
+def hybrid_next(context):
+    """The hybrid toy's greedy next token: attention part, recurrent state and conv window."""
+    h = (target_next(context) * 7919 + recurrent_scan(context) * 31 + sum(conv_window(context))) % 2147483647
+    return h % (VOCAB - 1)
 
 
 def context_code(context):
@@ -77,9 +109,22 @@ def assign_extend_cache_locs_func(*, req_pool_indices, req_to_token, start_offse
 
 
 class DFlashVerifyInput:
-    def __init__(self, *, draft_token, positions, draft_token_num, custom_mask, capture_hidden_mode):
+    """The patched dataclass's fields (an unknown keyword is refused, as by the real one)."""
+
+    def __init__(
+        self,
+        *,
+        draft_token,
+        positions,
+        draft_token_num,
+        custom_mask,
+        capture_hidden_mode,
+        retrieve_next_token=None,
+        retrieve_next_sibling=None,
+    ):
         self.draft_token, self.positions, self.draft_token_num = draft_token, positions, draft_token_num
         self.custom_mask, self.capture_hidden_mode = custom_mask, capture_hidden_mode
+        self.retrieve_next_token, self.retrieve_next_sibling = retrieve_next_token, retrieve_next_sibling
 
     def prepare_for_verify(self, batch, target_worker):
         fb = SimpleNamespace(spec_info=self, seq_lens=batch.seq_lens.clone(), out_cache_loc=batch.out_cache_loc)
@@ -140,9 +185,58 @@ def _as_kernel_reads(loc):
 
 
 class ToyTarget:
-    def __init__(self, kv, req_to_token):
+    def __init__(self, kv, req_to_token, *, hybrid=False, flatten=False):
         self.kv, self.req_to_token = kv, req_to_token
-        self.model_runner = SimpleNamespace(token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv))
+        self.hybrid, self.flatten = hybrid, flatten
+        self.ssm, self.conv = {}, {}  # per mamba slot (= request pool index here; track slots 1000+)
+        self.snapshots = None  # the last verify's [bs][node] (state, window): intermediate_ssm / conv
+        self.slots = None  # the last verify's mamba cache indices (forward_metadata.mamba_cache_indices)
+        self.commits = 0
+        backend = SimpleNamespace(update_mamba_state_after_mtp_verify=self.update_mamba_state_after_mtp_verify)
+        self.model_runner = SimpleNamespace(
+            token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv),
+            model_config=SimpleNamespace(hf_config=SimpleNamespace(hybrid_gdn=hybrid)),
+            attn_backend=backend,
+            model=None,
+        )
+
+    def recurrent_verify(self, b, slot, inputs, spec):
+        """sglang's tree conv + GDN kernels for one request (a chain without links)."""
+        n = len(inputs)
+        links = None if self.flatten else spec.retrieve_next_token
+        if links is None:
+            used = [i - 1 for i in range(n)]
+        else:
+            next_token = spec.retrieve_next_token[b].tolist()
+            next_sibling = spec.retrieve_next_sibling[b].tolist()
+            parent, used = [0] * n, [0] * n
+            for i in range(n):  # causal_conv1d_update's one walk in node order
+                used[i] = parent[i] if i > 0 else -1
+                if next_token[i] != -1:
+                    parent[next_token[i]] = i
+                if next_sibling[i] != -1:
+                    parent[next_sibling[i]] = parent[i]
+        out = []
+        for i in range(n):
+            p = used[i]
+            state, window = (self.ssm[slot], self.conv[slot]) if p < 0 else out[p]
+            out.append((recurrent_scan([inputs[i]], state), conv_window([inputs[i]], window)))
+        return out
+
+    def update_mamba_state_after_mtp_verify(
+        self, *, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track, model, req_pool_indices
+    ):
+        assert self.snapshots is not None, "a commit without a verify"
+        steps = last_correct_step_indices.tolist()
+        assert len(steps) == len(self.slots)
+        for b, slot in enumerate(self.slots):
+            self.ssm[slot], self.conv[slot] = self.snapshots[b][steps[b]]
+        if mamba_track_indices is not None:
+            for b, step in enumerate(mamba_steps_to_track.tolist()):
+                if step >= 0:
+                    track = int(mamba_track_indices[b])
+                    self.ssm[track], self.conv[track] = self.snapshots[b][step]
+        self.commits += 1
 
     def forward_batch_generation(self, batch, forward_batch, is_verify, skip_attn_backend_init):
         assert batch is None and is_verify and skip_attn_backend_init
@@ -156,6 +250,9 @@ class ToyTarget:
         logits = torch.zeros((bs * n, VOCAB))
         hidden = torch.zeros((bs * n, 2))
         offset = 0
+        if self.hybrid:
+            self.slots = [int(r) for r in forward_batch.req_pool_indices.tolist()]
+            self.snapshots = [self.recurrent_verify(b, self.slots[b], tokens[b].tolist(), spec) for b in range(bs)]
         for b in range(bs):
             prefix = int(forward_batch.seq_lens[b])
             width = prefix + n
@@ -169,7 +266,12 @@ class ToyTarget:
                 assert [p for p, _t in seen] == list(range(len(seen))), "node %d sees positions %s" % (i, seen)
                 assert seen[-1] == (int(positions[b, i]), int(tokens[b, i])), "a node must see itself last"
                 context = [t for _p, t in seen]
-                logits[b * n + i, target_next(context)] = 10.0
+                if self.hybrid:  # attention from the KV + mask, the recurrent part from the state kernels
+                    state, window = self.snapshots[b][i]
+                    nxt = (target_next(context) * 7919 + state * 31 + sum(window)) % 2147483647 % (VOCAB - 1)
+                else:
+                    nxt = target_next(context)
+                logits[b * n + i, nxt] = 10.0
                 hidden[b * n + i] = torch.tensor(context_code(context))
         assert offset == spec.custom_mask.numel(), "mask layout: N rows x (prefix + N) columns per request"
         return SimpleNamespace(
@@ -178,15 +280,15 @@ class ToyTarget:
 
 
 class Worker:
-    def __init__(self, config, req_to_token, kv):
+    def __init__(self, config, req_to_token, kv, *, hybrid=False, flatten=False):
         block = config.block_size
         self._ddtree_config = config
-        self.block_size, self.device, self._need_mamba_verify_commit, self._ddtree_steps = block, "cpu", False, 0
+        self.block_size, self.device, self._need_mamba_verify_commit, self._ddtree_steps = block, "cpu", hybrid, 0
         self.ps = SimpleNamespace(tp_rank=0)
         self.model_runner = SimpleNamespace(
             model_config=SimpleNamespace(vocab_size=VOCAB), req_to_token_pool=SimpleNamespace(req_to_token=req_to_token)
         )
-        self.target_worker = ToyTarget(kv, req_to_token)
+        self.target_worker = ToyTarget(kv, req_to_token, hybrid=hybrid, flatten=flatten)
         self.draft_kv = {}
 
     def _append_target_hidden_to_draft_kv_by_loc(
@@ -203,13 +305,13 @@ class Worker:
         return SimpleNamespace(bonus_tokens=bonus_tokens, new_seq_lens=new_seq_lens)
 
 
-def draft_hidden_for(rng, committed, bonus, block, topk):
+def draft_hidden_for(rng, committed, bonus, block, topk, *, nxt=target_next):
     """Draft 'hidden states' (= logits through an identity lm_head): the target's true token at block
     position d gets a random rank (sometimes outside the top-k), the rest random scores."""
     seq = [*committed, bonus]
     truth = []
     for _d in range(1, block):
-        truth.append(target_next(seq))
+        truth.append(nxt(seq))
         seq.append(truth[-1])
     rows = [torch.zeros(VOCAB)]
     chain = [bonus]
@@ -226,7 +328,7 @@ def draft_hidden_for(rng, committed, bonus, block, topk):
     return torch.stack(rows), chain, truth
 
 
-def load_set(set_dir):
+def load_set(set_dir, *, chain_commit=False):
     """The set's ddtree_utils and ddtree_worker, with the sglang modules they import replaced."""
     _module("sglang").__path__ = []
     _module("sglang.srt").__path__ = []
@@ -239,13 +341,22 @@ def load_set(set_dir):
     _module("sglang.srt.speculative.dflash_utils", apply_dflash_verify_logits_adjustments=lambda **_kw: None)
     _module("sglang.srt.managers.utils", GenerationBatchResult=SimpleNamespace)
     _module("sglang.srt.speculative.eagle_utils", verify_tree_greedy_func=verify_tree_greedy_func)
+    _module(
+        "sglang.srt.configs.hybrid_arch",
+        hybrid_gdn_config=lambda mc: mc.hf_config if getattr(mc.hf_config, "hybrid_gdn", False) else None,
+        mambaish_config=lambda mc: mc.hf_config if getattr(mc.hf_config, "hybrid_gdn", False) else None,
+    )
+    exec_ctx = SimpleNamespace(mamba=SimpleNamespace(mamba_track_interval=TRACK_INTERVAL))
+    _module("sglang.srt.runtime_context", get_exec=lambda: exec_ctx)
+    if chain_commit:  # the mistake to catch: DFLASH's chain step (accepted drafts) as the commit
+        du.commit_nodes = lambda accept_index, accept_drafts, budget: [int(a) for a in accept_drafts]
     return du, _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
 
 
-def greedy(context, count):
+def greedy(context, count, nxt=target_next):
     seq, out = list(context), []
     for _k in range(count):
-        out.append(target_next(seq))
+        out.append(nxt(seq))
         seq.append(out[-1])
     return out
 
@@ -253,8 +364,10 @@ def greedy(context, count):
 class Simulation:
     """Three requests of different prompt lengths, decoded by ddtree_verify_step step after step."""
 
-    def __init__(self, du, dw, config, seed):
+    def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False):
         self.du, self.dw, self.block = du, dw, config.block_size
+        self.hybrid = hybrid
+        self.nxt = hybrid_next if hybrid else target_next
         self.topk = config.topk
         self.rng = random.Random(seed)
         torch.manual_seed(seed)
@@ -263,18 +376,23 @@ class Simulation:
         # Scattered slots, as an allocator would hand them out.
         self.req_to_token = torch.arange(self.bs * ctx, dtype=torch.int64).view(self.bs, ctx).flip(1).contiguous()
         self.kv = ToyKV(self.bs * ctx)
-        self.worker = Worker(config, self.req_to_token, self.kv)
+        self.worker = Worker(config, self.req_to_token, self.kv, hybrid=hybrid, flatten=flatten)
+        self.target = self.worker.target_worker
         self.committed = [list(p) for p in self.prompts]
         for b, p in enumerate(self.prompts):  # the prefill's KV
             self.kv.tok[self.req_to_token[b, : len(p)]] = torch.tensor(p)
             self.kv.pos[self.req_to_token[b, : len(p)]] = torch.arange(len(p))
-        self.bonus = [target_next(p) for p in self.prompts]
+        for b, p in enumerate(self.prompts):  # the prefill's recurrent state (slot b = request b)
+            self.target.ssm[b], self.target.conv[b] = recurrent_scan(p), conv_window(p)
+        self.track = {}  # request -> the multiple of TRACK_INTERVAL last tracked
+        self.bonus = [self.nxt(p) for p in self.prompts]
         self.emitted = [[b] for b in self.bonus]
         self.stats = {"steps": 0, "accepted_drafts": 0, "chain_drafts": 0, "off_chain_steps": 0, "tree_nodes": set()}
 
     def step(self):
         drafts = [
-            draft_hidden_for(self.rng, self.committed[b], self.bonus[b], self.block, self.topk) for b in range(self.bs)
+            draft_hidden_for(self.rng, self.committed[b], self.bonus[b], self.block, self.topk, nxt=self.nxt)
+            for b in range(self.bs)
         ]
         prefix = torch.tensor([len(c) for c in self.committed], dtype=torch.int64)
         block_ids = torch.full((self.bs, self.block), MASK_TOKEN, dtype=torch.int64)
@@ -282,7 +400,9 @@ class Simulation:
         batch = SimpleNamespace(
             req_pool_indices=torch.arange(self.bs), seq_lens=prefix.clone(), seq_lens_cpu=prefix.clone(),
             seq_lens_sum=int(prefix.sum()), sampling_info=None, out_cache_loc=None,
+            mamba_track_indices=torch.arange(1000, 1000 + self.bs) if self.hybrid else None,
         )  # fmt: skip
+        commits = self.target.commits
         result = self.dw.ddtree_verify_step(
             self.worker, batch=batch, draft_input=None,
             draft_hidden=torch.stack([d[0] for d in drafts]).view(self.bs * self.block, VOCAB),
@@ -293,12 +413,29 @@ class Simulation:
         self.stats["tree_nodes"].add(int(batch.out_cache_loc.numel()) // self.bs)
         for b in range(self.bs):
             self.check_request(b, result, drafts[b], int(prefix[b]))
+        if self.hybrid:
+            assert self.target.commits == commits + 1, "one recurrent-state commit per verify step"
+            for b in range(self.bs):
+                want = (recurrent_scan(self.committed[b]), conv_window(self.committed[b]))
+                assert (self.target.ssm[b], self.target.conv[b]) == want, (
+                    "request %d step %d: the committed recurrent state is not that of the committed tokens"
+                    % (b, self.stats["steps"])
+                )
+                m = len(self.committed[b]) // TRACK_INTERVAL * TRACK_INTERVAL
+                if m > int(prefix[b]):  # the step crossed a multiple: the track slot holds that prefix
+                    self.track[b] = m
+                if b in self.track:
+                    head = self.committed[b][: self.track[b]]
+                    assert (self.target.ssm[1000 + b], self.target.conv[1000 + b]) == (
+                        recurrent_scan(head),
+                        conv_window(head),
+                    ), "request %d: tracked state at %d" % (b, self.track[b])
 
     def check_request(self, b, result, draft, prefix):
         _rows, chain, truth = draft
         commit = int(result.accept_lens[b])
         new = result.next_token_ids[b * self.block : b * self.block + commit].tolist()
-        want = greedy([*self.committed[b], self.bonus[b]], commit)  # lossless: the target's own choice
+        want = greedy([*self.committed[b], self.bonus[b]], commit, self.nxt)  # lossless: the target's own
         assert new == want, "request %d step %d: emitted %s, target wants %s" % (b, self.stats["steps"], new, want)
         chain_accept = self.du.chain_accept_length(chain, truth)  # what DFLASH would accept
         assert commit - 1 >= chain_accept, "tree accepted %d < chain %d" % (commit - 1, chain_accept)
@@ -319,7 +456,7 @@ class Simulation:
 
     def check_streams(self):
         for b, p in enumerate(self.prompts):  # the whole stream, once more from scratch
-            assert self.emitted[b] == greedy(p, len(self.emitted[b]))
+            assert self.emitted[b] == greedy(p, len(self.emitted[b]), self.nxt)
 
 
 def main(argv=None):
@@ -327,21 +464,31 @@ def main(argv=None):
     p.add_argument("--set", default="patchsets/ddtree-0.5.17")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--seed", type=int, default=1130)
+    p.add_argument("--dense-only", action="store_true", help="no hybrid runs (a set without hybrid support)")
+    p.add_argument("--flatten", action="store_true", help="hybrid toy ignores the tree links (must FAIL)")
+    p.add_argument("--chain-commit", action="store_true", help="commit the chain's step (must FAIL)")
     args = p.parse_args(argv)
-    du, dw = load_set(args.set)
-    for block, budget, topk in ((4, 16, 8), (4, 4, 8), (6, 24, 3), (2, 9, 8)):
+    du, dw = load_set(args.set, chain_commit=args.chain_commit)
+    cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
+    if not args.dense_only:
+        cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
+    if args.flatten or args.chain_commit:
+        cases = [c for c in cases if c[0]]
+    for hybrid, block, budget, topk in cases:
         env = {"SGLANG_DDTREE_BUDGET": str(budget), "SGLANG_DDTREE_TOPK": str(topk)}
-        sim = Simulation(du, dw, du.resolve_ddtree_config(block, env), args.seed + budget)
+        sim = Simulation(
+            du, dw, du.resolve_ddtree_config(block, env), args.seed + budget, hybrid=hybrid, flatten=args.flatten
+        )
         for _step in range(args.steps):
             sim.step()
         sim.check_streams()
         stats = sim.stats
         nodes = sorted(stats.pop("tree_nodes"))
         print(
-            "B=%d N=%d topk=%d: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
+            "%s B=%d N=%d topk=%d: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
             "(chain alone %d), steps with off-chain acceptance %d"
-            % (block, budget, topk, stats["steps"], nodes, stats["accepted_drafts"], stats["chain_drafts"],
-               stats["off_chain_steps"])
+            % ("hybrid" if hybrid else "dense", block, budget, topk, stats["steps"], nodes, stats["accepted_drafts"],
+               stats["chain_drafts"], stats["off_chain_steps"])
         )  # fmt: skip
         assert nodes == [budget], "tree size %s, budget %d" % (nodes, budget)
         if budget > block:

@@ -86,12 +86,12 @@ def scheduler_pid(main_pid):
     return pick[0] if pick else None
 
 
-def readiness_run(server, *, probe_timeout, startup_timeout, settle_label):
+def readiness_run(server, *, probe_timeout, startup_timeout, settle_label, expect="DFLASH"):
     t0 = time.monotonic()
     waiter = ExitWaiter()
     watcher = ProcessWatcher(pid=server.proc.pid, log_file=str(server.log_path), waiter=waiter)
     prober = TimedProber(server.url, open_url, probe=ProbeSettings(max_new_tokens=16, timeout=probe_timeout), t0=t0)
-    params = Params(startup_timeout=startup_timeout, poll_interval=0.5, expect_speculative_algorithm="DFLASH")
+    params = Params(startup_timeout=startup_timeout, poll_interval=0.5, expect_speculative_algorithm=expect)
     result = Readiness(watcher, prober, params, sleep=waiter).run()
     keep = ("ready", "phase", "failure_class", "cause_class", "failed_in_phase", "reason", "elapsed_s",
             "time_to_ready_s", "exception_line", "probe", "server")  # fmt: skip

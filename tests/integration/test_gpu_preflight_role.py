@@ -60,3 +60,23 @@ def running(pid):
         return "\nState:\tZ" not in pathlib.Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
         return False
+
+
+def test_ct129_envelopes_are_planned_on_the_nvidia_smi_memory_of_the_selected_gpus():
+    rc, out, _ = run({"FAKE_SMI_DIR": str(FIXTURES / "constructed-device-handle-unknown-error")})
+    assert rc == 0, out[-3000:]
+    line = next(ln.strip() for ln in out.splitlines() if '"msg": "PLAN ' in ln)
+    plan = json.loads(json.loads("{" + line + "}")["msg"].removeprefix("PLAN "))
+    assert plan == {"fitting": ["full", "small", "small-nograph"], "skipped": []}
+    assert "| 94.22 " in out  # the table: 97247 MiB free less the 768 MiB context = 94.22 GiB per GPU
+
+
+def test_ct129_ladder_with_an_envelope_no_gpu_pair_can_hold_refuses_with_the_numbers():
+    rc, out, _ = run(
+        {"FAKE_SMI_DIR": str(FIXTURES / "constructed-device-handle-unknown-error")},
+        '{"sglang_envelope_ladder": ["full"], "sglang_service_envelopes": {"full": {"context_length": 4194304,'
+        ' "mem_fraction_static": 0.88, "max_running_requests": 16, "cuda_graph": true}}}',
+    )
+    assert rc == 2, out[-3000:]
+    assert "no envelope of sglang_service_envelope_ladder=['full'] fits the selected GPUs (tp_size=2)" in out
+    assert "fewer than one request of context_length 4194304" in out

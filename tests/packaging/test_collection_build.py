@@ -37,6 +37,7 @@ ALLOWED = (
     "roles/sglang_*/defaults/main.yml",
     "roles/sglang_*/vars/main.yml",
     "roles/sglang_*/handlers/main.yml",
+    "roles/sglang_*/README.md",
     "roles/sglang_*/meta/main.yml",
     "roles/sglang_*/meta/argument_specs.yml",
     "roles/sglang_*/tasks/*.yml",

@@ -172,6 +172,18 @@ def test_server_info_echoes_args_and_a_simulator_version(spec_sim, path):
     assert info["api_key"] == "<redacted>" and "s3cret" not in str(info)
 
 
+def test_only_the_deprecated_server_info_path_warns_in_the_log(spec_sim):
+    # sglang 0.5.23 logs this warning on every /get_server_info call and none on /server_info.
+    warning = "Endpoint '/get_server_info' is deprecated and will be removed in a future version."
+    before = spec_sim.logs.count(warning)
+    assert spec_sim.http("GET", "/server_info", headers=KEY)[0] == 200
+    spec_sim.wait_log('"GET /server_info HTTP/1.1" 200', 5)
+    assert spec_sim.logs.count(warning) == before
+    assert spec_sim.http("GET", "/get_server_info", headers=KEY)[0] == 200
+    spec_sim.wait_log('"GET /get_server_info HTTP/1.1" 200', 5)
+    assert spec_sim.logs.count(warning) == before + 1
+
+
 def test_unknown_path_is_404_and_wrong_method_405(plain_sim):
     assert plain_sim.http("GET", "/nope")[0] == 404
     assert plain_sim.http("GET", "/generate")[0] == 405

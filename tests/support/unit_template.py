@@ -8,7 +8,15 @@ import pathlib
 import shlex
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
+
+try:
+    from ansible.template import trust_as_template
+except ImportError:  # ansible-core 2.18: no data tagging, every string is a template already
+
+    def trust_as_template(value):
+        return value
+
 
 ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
 
@@ -18,7 +26,8 @@ ALL_OPTIONS_ON = {
     "sglang_service_trust_remote_code": True,
     "sglang_service_api_key": "not-a-real-key",
     "sglang_service_tp_size": 2,
-    "sglang_service_extra_flags": ["--enable-metrics", "--log-level=info"],
+    "sglang_service_enable_metrics": True,
+    "sglang_service_extra_flags": ["--log-level=info"],
     "sglang_service_envelopes": {
         "everything": {
             "context_length": 32768,

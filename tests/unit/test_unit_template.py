@@ -1,6 +1,6 @@
 """The sglang_service unit template as Ansible renders it (its flags against real sglang: tests/contract/)."""
 
-from support.unit_template import render_unit
+from support.unit_template import exec_start, flags_of, render_unit
 
 
 def test_api_key_is_read_from_the_config_file_never_rendered_or_passed():
@@ -20,3 +20,15 @@ def test_unit_starts_with_the_managed_header_and_keeps_one_directive_per_line():
     directives = [line for line in lines if "=" in line and not line.startswith(("#", " "))]
     assert all(line.count("=") >= 1 and not line.startswith("=") for line in directives)
     assert len([line for line in directives if line.startswith("ExecStart=")]) == 1
+
+
+def test_stop_sends_sigterm_to_the_main_process_only_so_sglang_drains():
+    lines = render_unit("serve", sglang_service_stop_timeout_s=90).splitlines()
+    assert "KillMode=mixed" in lines
+    assert "KillMode=control-group" not in lines
+    assert "TimeoutStopSec=90" in lines
+
+
+def test_sglang_metrics_are_on_by_default_and_can_be_turned_off():
+    assert "--enable-metrics" in flags_of(exec_start(render_unit("serve")))
+    assert "--enable-metrics" not in flags_of(exec_start(render_unit("serve", sglang_service_enable_metrics=False)))

@@ -12,7 +12,7 @@ import sys
 import time
 from decimal import Decimal
 
-from sglang_engine_simulator import config_file, ddtree, tracebacks
+from sglang_engine_simulator import config_file, ddtree, hybrid, tracebacks
 from sglang_engine_simulator.config_file import ConfigError
 from sglang_engine_simulator.log import log, raw
 
@@ -33,6 +33,7 @@ FAULTS = (
     "dies_after_first_answer",
     "spec_mismatch",
     "low_acceptance",
+    "gdn_kernel_fault",
 )
 # Faults that kill a serving engine FAULT_AFTER_S after the ready line (scheduler_death) or after
 # its first client generation was answered (dies_after_first_answer).
@@ -180,6 +181,7 @@ class Settings:
     death_grace_s: float = 3.0
     health_timeout_s: float = 20.0
     tokens_per_s: float = 200.0
+    gpu_memory_mb: float | None = None  # hybrid mode: free MiB sglang sees before loading (None: no check)
 
 
 def _env_float(env, name: str, default: float, positive: bool = False) -> float:
@@ -212,6 +214,7 @@ def settings_from_env(env=None) -> Settings:
         death_grace_s=_env_float(env, "SGLANG_SIM_DEATH_GRACE_S", 3.0),
         health_timeout_s=_env_float(env, "SGLANG_SIM_HEALTH_TIMEOUT_S", health_default),
         tokens_per_s=_env_float(env, "SGLANG_SIM_TOKENS_PER_S", 200.0, positive=True),
+        gpu_memory_mb=_env_float(env, "SGLANG_SIM_GPU_MEMORY_MB", 0.0) or None,
     )
 
 
@@ -332,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from sglang_engine_simulator.server import Engine, serve  # noqa: PLC0415  (after the cheap checks)
 
-    engine = Engine(args, settings, read_model_config(args.model_path))
+    draft_config = read_model_config(args.speculative_draft_model_path) if args.speculative_draft_model_path else None
+    engine = Engine(args, settings, read_model_config(args.model_path), draft_config)
     _load(engine, args, settings, clock)
     return serve(engine, start)
 
@@ -366,12 +370,24 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
     _load_weights(engine, fault, clock, load_s, ranks)
     clock.sleep(load_s * 0.1)
     _memory_faults(fault, args, clock, load_s, cuda_graph)
+    pools = engine.hybrid
+    if pools is not None:
+        _hybrid_pools(engine, pools, args, ranks)
     for r in ranks:
-        log(
-            f"KV Cache is allocated. #tokens: {engine.max_total_tokens}, K size: 30.12 GB, V size: 30.12 GB",
-            rank=r,
-        )
+        if pools is None:
+            kv_line = f"KV Cache is allocated. #tokens: {engine.max_total_tokens}, K size: 30.12 GB, V size: 30.12 GB"
+        else:
+            engine.max_total_tokens, kv_line = pools.kv_line(engine.max_total_tokens)
+        log(kv_line, rank=r)
         log("Memory pool end. avail mem=22.40 GB", rank=r)
+    if pools is not None and pools.spec and pools.architecture == hybrid.TEXT_CLASS:
+        # after the memory pool, when the attention backends are set up (model_runner.initialize)
+        scheduler_exception(
+            tracebacks.layer_capture_missing(
+                f"Model {pools.architecture} implements neither set_dspark_layers_to_capture nor "
+                "set_dflash_layers_to_capture, one of which is required for DFLASH/DSPARK."
+            )
+        )
     if fault == "cuda_error":
         clock.sleep(load_s)
         scheduler_exception(tracebacks.cuda_error())
@@ -435,3 +451,15 @@ def _capture_cuda_graphs(fault, clock: Clock, load_s: float, ranks) -> None:
             f"Capture cuda graph end. Time elapsed: {load_s * 0.2:.2f} s. mem usage=1.02 GB. avail mem=21.38 GB.",
             rank=r,
         )
+
+
+def _hybrid_pools(engine, pools, args, ranks) -> None:
+    """sglang 0.5.17's memory pool for a hybrid GDN target: its refusals, the request cap, the mamba pool."""
+    if pools.error:
+        scheduler_exception(tracebacks.hybrid_memory(pools.error))
+    if pools.capped_warning:
+        log(pools.capped_warning, rank=0)
+    if pools.max_reqs is not None:
+        engine.max_running_requests = pools.max_reqs
+    for r in ranks:
+        log(pools.mamba_line(), rank=r)

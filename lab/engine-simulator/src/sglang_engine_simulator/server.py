@@ -10,6 +10,7 @@ import random
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ import traceback
 import uuid
 from http import HTTPStatus
 
-from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, ddtree, tracebacks
+from sglang_engine_simulator import SIMULATED_SGLANG_VERSION, ddtree, hybrid, tracebacks
 from sglang_engine_simulator.cli import die_with_sigkill, scheduler_exception
 from sglang_engine_simulator.log import access, log, raw
 
@@ -35,10 +36,19 @@ class Hang(Exception):
     """The engine will never answer this request (wedged or dead scheduler)."""
 
 
+class SchedulerGone(Exception):
+    """The scheduler process died under a running generation: the connection drops, no answer."""
+
+
+# The scheduler child: sglang's scheduler is a separate process that dies on SIGTERM (default action)
+# and with its parent. It does no work here; only its life matters (see Engine.decode).
+_SCHEDULER_PROGRAM = "import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n    time.sleep(0.2)\n"
+
+
 class Engine:
     """What the tokenizer manager and scheduler would know: status, config, fault behaviour."""
 
-    def __init__(self, args, settings, model_config: dict):
+    def __init__(self, args, settings, model_config: dict, draft_config: dict | None = None):
         self.args = args
         self.settings = settings
         self.fault = settings.fault
@@ -47,6 +57,12 @@ class Engine:
         self.context_len = args.context_length or int(model_config.get("max_position_embeddings") or 32768)
         self.max_running_requests = args.max_running_requests or 48
         self.max_total_tokens = args.max_total_tokens or 1_048_576
+        # hybrid (Gated-DeltaNet) target: sglang's pools and refusals for it (hybrid.py)
+        self.hybrid = (
+            hybrid.Pools(model_config, draft_config, args, settings.gpu_memory_mb)
+            if hybrid.is_hybrid(model_config)
+            else None
+        )
         self.served_model_name = args.served_model_name or args.model_path
         self.spec_algorithm = args.speculative_algorithm.upper() if args.speculative_algorithm else None
         self.num_draft_tokens = (
@@ -60,6 +76,13 @@ class Engine:
         self._lock = threading.Lock()
         self._generations = 0
         self.hung_requests = 0
+        self.in_flight = 0
+        # /metrics (--enable-metrics): what sglang's metrics collector would have counted
+        self.generation_tokens_total = {"false": 0, "true": 0}
+        self.spec_verify_calls_total = 0
+        self.last_accept_length = 0.0
+        self.draining = False
+        self.scheduler = None  # the scheduler child process (serve() starts it)
         self._never = threading.Event()
 
     # ----- engine side -----
@@ -72,6 +95,23 @@ class Engine:
     def scheduler_alive(self) -> bool:
         return self.status != "scheduler_dead" and not (self.fault == "wedged" and self.status == "up")
 
+    def scheduler_gone(self) -> bool:
+        """The scheduler child exited (KillMode=control-group SIGTERMs it with the main process)."""
+        return self.scheduler is not None and self.scheduler.poll() is not None
+
+    def decode(self, n: int, on_tokens=None) -> None:
+        """Spend the decode time of n tokens, step by step; the scheduler's death ends it (Hang -> dropped)."""
+        step = 4
+        done = 0
+        while done < n:
+            k = min(step, n - done)
+            time.sleep(k / self.settings.tokens_per_s)
+            if self.scheduler_gone():
+                raise SchedulerGone()
+            done += k
+            if on_tokens is not None:
+                on_tokens(done)
+
     def before_generation(self, internal: bool = False) -> None:
         """Fault behaviour that happens when the scheduler gets a batch."""
         if not self.scheduler_alive():
@@ -81,6 +121,13 @@ class Engine:
                 arm, self._death_armed = not getattr(self, "_death_armed", False), True
             if arm:  # this first answer is served; the scheduler dies FAULT_AFTER_S later
                 threading.Thread(target=_scheduler_death, args=(self,), daemon=True).start()
+        if self.fault == "gdn_kernel_fault" and self.hybrid is not None:
+            with self._lock:  # the first prefill compiles and runs the GDN kernels: warm-up or not
+                self._generations += 1
+                first = self._generations == 1
+            if first:
+                time.sleep(0.05)
+                scheduler_exception(tracebacks.gdn_kernel_fault())
         if internal or self.fault != "crash_on_first_generation":
             return
         with self._lock:
@@ -90,7 +137,7 @@ class Engine:
             time.sleep(0.05)
             scheduler_exception(tracebacks.generation_crash())
 
-    def generate(self, prompt: str | None, input_ids: list | None, params: dict) -> dict:
+    def generate(self, prompt: str | None, input_ids: list | None, params: dict, on_tokens=None) -> dict:
         tic = time.monotonic()
         max_new = params.get("max_new_tokens", 128)
         if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
@@ -116,7 +163,7 @@ class Engine:
         picks = [i if i < _LEAD else rng.randrange(_LEAD, len(_WORDS)) for i in range(n)]
         output_ids = [1000 + p * 37 for p in picks]
         text = "" if self.fault == "empty_text" else " ".join(_WORDS[p] for p in picks)
-        time.sleep(n / self.settings.tokens_per_s)
+        self.decode(n, on_tokens and (lambda done: on_tokens(done, output_ids[:done], picks[:done])))
         meta: dict = {
             "id": uuid.uuid4().hex,
             "finish_reason": finish,
@@ -139,6 +186,11 @@ class Engine:
                 spec_num_proposed_drafts=proposed,
                 spec_verify_ct=verify_ct,
             )
+        with self._lock:
+            self.generation_tokens_total["true" if on_tokens else "false"] += n
+            if "spec_verify_ct" in meta:
+                self.spec_verify_calls_total += meta["spec_verify_ct"]
+                self.last_accept_length = meta["spec_accept_length"]
         meta["e2e_latency"] = round(time.monotonic() - tic, 6)
         return {"text": text, "output_ids": output_ids, "meta_info": meta}
 
@@ -216,6 +268,22 @@ def _openai_error(message: str) -> dict:
     return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
 
 
+class _InFlight:
+    """Counts a generation as in flight (what the main process drains on SIGTERM)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def __enter__(self):
+        with self.engine._lock:
+            self.engine.in_flight += 1
+
+    def __exit__(self, *exc):
+        with self.engine._lock:
+            self.engine.in_flight -= 1
+        return False
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     engine: Engine  # set on the subclass made in serve()
     protocol_version = "HTTP/1.1"
@@ -290,6 +358,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # ----- endpoints -----
     def health(self):
         engine = self.engine
+        if engine.draining:
+            log("Health check request received during shutdown. Returning 503.")
+            self._send(503)
+            return
         if engine.status == "starting":
             self._send(503)
             return
@@ -306,6 +378,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(503)
             return
         self._send(200)
+
+    def metrics(self):
+        """sglang's Prometheus endpoint: mounted only with --enable-metrics (404 otherwise, like sglang)."""
+        engine = self.engine
+        if not engine.args.enable_metrics:
+            self._send(404, {"detail": "Not Found"})
+            return
+        label = 'model_name="%s"' % engine.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
+        lines = [
+            "# HELP sglang:num_running_reqs The number of running requests.",
+            "# TYPE sglang:num_running_reqs gauge",
+            "sglang:num_running_reqs{%s} %d" % (label, engine.in_flight),
+            "# HELP sglang:spec_accept_length Mean acceptance length of speculative decoding.",
+            "# TYPE sglang:spec_accept_length gauge",
+            "sglang:spec_accept_length{%s} %s" % (label, float(engine.last_accept_length)),
+            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE sglang:generation_tokens_total counter",
+        ]
+        for streaming, total in sorted(engine.generation_tokens_total.items()):
+            lines.append('sglang:generation_tokens_total{%s,is_streaming="%s"} %d' % (label, streaming, total))
+        lines += [
+            "# HELP sglang:spec_verify_calls_total Number of speculative verify calls.",
+            "# TYPE sglang:spec_verify_calls_total counter",
+            "sglang:spec_verify_calls_total{%s} %d" % (label, engine.spec_verify_calls_total),
+        ]
+        self._send(200, ("\n".join(lines) + "\n").encode(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     def ready(self):
         self._send(200 if self.engine.status != "starting" else 503)
@@ -360,24 +458,70 @@ class Handler(http.server.BaseHTTPRequestHandler):
             params = body.get("sampling_params") or {}
             if not isinstance(params, dict):
                 raise ValueError("sampling_params must be an object")
-            if body.get("stream"):
-                raise ValueError("sglang-engine-simulator does not simulate streaming; send stream=false")
+            stream = bool(body.get("stream"))
             text, ids = body.get("text"), body.get("input_ids")
+            if stream and isinstance(text, list):
+                raise ValueError("sglang-engine-simulator streams one prompt at a time; send one text")
             if text is None and ids is None:
                 raise ValueError("Either text or input_ids should be provided.")
         except ValueError as exc:
             self._send(400, {"error": {"message": str(exc)}})
             return
         self.engine.before_generation()
-        try:
-            if isinstance(text, list):
-                result = [self.engine.generate(t, None, params) for t in text]
-            else:
-                result = self.engine.generate(text if isinstance(text, str) else None, ids, params)
-        except ValueError as exc:
-            self._send(400, {"error": {"message": str(exc)}})
-            return
+        with _InFlight(self.engine):
+            if stream:
+                self._stream(text if isinstance(text, str) else None, ids, params)
+                return
+            try:
+                if isinstance(text, list):
+                    result = [self.engine.generate(t, None, params) for t in text]
+                else:
+                    result = self.engine.generate(text if isinstance(text, str) else None, ids, params)
+            except ValueError as exc:
+                self._send(400, {"error": {"message": str(exc)}})
+                return
+            except SchedulerGone:
+                self.close_connection = True
+                return
         self._send(200, result)
+
+    def _stream(self, text, ids, params) -> None:
+        """sglang's streamed /generate: server-sent events, each the whole output so far, then [DONE]."""
+        started = []
+
+        def chunk(payload) -> None:
+            if not started:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                started.append(True)
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
+
+        def on_tokens(done, output_ids, picks) -> None:
+            partial = "" if self.engine.fault == "empty_text" else " ".join(_WORDS[p] for p in picks)
+            chunk(
+                {
+                    "text": partial,
+                    "output_ids": output_ids,
+                    "meta_info": {"finish_reason": None, "completion_tokens": done},
+                }
+            )
+
+        self.close_connection = True
+        try:
+            result = self.engine.generate(text, ids, params, on_tokens=on_tokens)
+            chunk(result)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except ValueError as exc:
+            if not started:
+                self._send(400, {"error": {"message": str(exc)}})
+            return
+        except (SchedulerGone, OSError):
+            return  # the scheduler died (or the client left): the stream just ends, no [DONE]
+        access(f"{self.client_address[0]}:{self.client_address[1]}", "POST", "/generate", 200, "OK")
 
     def chat_completions(self):
         if (self.headers.get("content-type") or "").split(";")[0].strip().lower() != "application/json":
@@ -405,9 +549,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.engine.before_generation()
         try:
-            out = self.engine.generate(prompt, None, {"max_new_tokens": max_tokens})
+            with _InFlight(self.engine):
+                out = self.engine.generate(prompt, None, {"max_new_tokens": max_tokens})
         except ValueError as exc:
             self._send(400, _openai_error(str(exc)))
+            return
+        except SchedulerGone:
+            self.close_connection = True
             return
         meta = out["meta_info"]
         finish = meta["finish_reason"]
@@ -454,6 +602,7 @@ GET_ROUTES = {
     "/model_info": Handler.model_info,
     "/get_server_info": Handler.get_server_info,
     "/server_info": Handler.server_info,
+    "/metrics": Handler.metrics,
 }
 POST_ROUTES = {"/generate": Handler.generate, "/v1/chat/completions": Handler.chat_completions}
 
@@ -498,6 +647,11 @@ def serve(engine: Engine, start: float) -> int:
     raw("INFO:     Application startup complete.")
     raw(f"INFO:     Uvicorn running on http://{args.host}:{server.server_address[1]} (Press CTRL+C to quit)")
 
+    # The scheduler runs in a child process, as in sglang: KillMode=mixed sends SIGTERM to this main
+    # process only (it drains); control-group would SIGTERM the child too and drop every generation.
+    engine.scheduler = subprocess.Popen(
+        ["sglang::scheduler_TP0", "-c", _SCHEDULER_PROGRAM], executable=sys.executable, close_fds=True
+    )
     stop = threading.Event()
 
     def on_sigterm(signum, frame):
@@ -506,6 +660,10 @@ def serve(engine: Engine, start: float) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
+    # Test hooks (real sglang has none; it dies of SIGUSR1/2): a fault injected AFTER a good start, for the
+    # generation watchdog's tests. Local only: a signal needs root or the service user on the host.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _inject(engine, "wedged"))
+    signal.signal(signal.SIGUSR2, lambda signum, frame: _inject(engine, "low_acceptance"))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
 
     if not args.skip_server_warmup:
@@ -526,19 +684,30 @@ def serve(engine: Engine, start: float) -> int:
     return 0
 
 
+def _inject(engine: Engine, fault: str) -> None:
+    engine.fault = fault
+    raw(f"sglang-engine-simulator: TEST HOOK: fault {fault} injected by signal (the engine was serving)")
+
+
 def _drain_then_stop(engine: Engine, server: Server, stop: threading.Event) -> None:
-    """sglang drains requests on SIGTERM; a request a wedged engine holds never drains."""
+    """sglang drains requests on SIGTERM: every generation in flight finishes (streams too), /health
+    answers 503 meanwhile; a request a wedged engine holds never drains. The simulator re-checks every
+    0.2 s (sglang every 5 s) and logs like sglang every 5 s."""
+    engine.draining = True
     last_log = 0.0
-    while engine.hung_requests and not engine.health_failed:
-        if time.monotonic() - last_log >= 5:  # sglang re-checks every 5 s
+    while (engine.hung_requests or engine.in_flight) and not engine.health_failed and not engine.scheduler_gone():
+        if time.monotonic() - last_log >= 5:
             last_log = time.monotonic()
             log(
-                f"Gracefully exiting... Remaining number of requests {engine.hung_requests}. "
+                f"Gracefully exiting... Remaining number of requests {engine.hung_requests + engine.in_flight}. "
                 "Remaining requests remaining_rids=[...]."
             )
         time.sleep(0.2)
     if engine.health_failed:
         log("Signal SIGTERM received while health check failed. Force exiting.")
+    if engine.scheduler is not None and engine.scheduler.poll() is None:
+        engine.scheduler.terminate()  # sglang's kill_process_tree of its children after the drain
+        engine.scheduler.wait()
     raw("INFO:     Shutting down")
     raw("INFO:     Waiting for application shutdown.")
     raw("INFO:     Application shutdown complete.")

@@ -371,3 +371,98 @@ def kv_cache_no_memory(mem_fraction_static: float) -> str:
         + f"(minimum viable = 1 - available/pre = {suggested - 0.0002:.4f}). "
         + "If using speculative decoding, draft weights are now counted.\n"
     )
+
+
+_MEMORY_POOL_HEAD = [
+    ("sglang/srt/managers/scheduler.py", 4931, "run_scheduler_process", ""),
+    ("sglang/srt/managers/scheduler.py", 498, "__init__", "self.init_model_worker()"),
+    ("sglang/srt/managers/scheduler.py", 981, "init_model_worker", "self.init_memory_pools()"),
+    ("sglang/srt/managers/scheduler.py", 953, "init_memory_pools", "self.init_target_memory_pool()"),
+    (
+        "sglang/srt/model_executor/model_runner.py",
+        775,
+        "alloc_memory_pool",
+        "result = self.kv_cache_configurator.configure(",
+    ),
+    (
+        "sglang/srt/mem_cache/kv_cache_configurator.py",
+        1782,
+        "_resolve_memory_pool_config",
+        "available_bytes = self._profile_available_bytes(pre_model_load_memory)",
+    ),
+]
+
+
+def hybrid_memory(error_line: str) -> str:
+    """One of sglang 0.5.17's three hybrid memory refusals (kv_cache_configurator.py), by its raise site."""
+    if "state cache is too small" in error_line:
+        frames = [
+            ("sglang/srt/mem_cache/kv_cache_configurator.py", 1785, "_resolve_memory_pool_config", ""),
+            ("sglang/srt/mem_cache/kv_cache_configurator.py", 1753, "resolve_max_num_reqs", "raise RuntimeError("),
+        ]
+    elif "Not enough GPU memory for hybrid" in error_line:
+        frames = [
+            ("sglang/srt/mem_cache/kv_cache_configurator.py", 1637, "_profile_available_bytes", ""),
+            ("sglang/srt/mem_cache/kv_cache_configurator.py", 1963, "_handle_max_mamba_cache", "raise RuntimeError("),
+        ]
+    else:
+        frames = [
+            ("sglang/srt/mem_cache/kv_cache_configurator.py", 1647, "_profile_available_bytes", "raise ValueError(")
+        ]
+    return _frames([*_MEMORY_POOL_HEAD[:5], *_MEMORY_POOL_HEAD[5:], *frames]) + error_line + "\n"
+
+
+def layer_capture_missing(message: str) -> str:
+    """DFLASH on a target class without layer capture (sglang 0.5.17's text class Qwen3_5ForCausalLM)."""
+    return (
+        _frames(
+            [
+                *_SCHEDULER_HEAD,
+                ("sglang/srt/model_executor/model_runner.py", 655, "initialize", "self.init_attention_backends()"),
+                (
+                    "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py",
+                    61,
+                    "configure_aux_hidden_state_capture",
+                    "raise ValueError(",
+                ),
+            ]
+        )
+        + f"ValueError: {message}\n"
+    )
+
+
+def gdn_kernel_fault() -> str:
+    """A Gated-DeltaNet triton kernel faulting on the first prefill (constructed from the GDN call path)."""
+    return (
+        _frames(
+            [
+                ("sglang/srt/managers/scheduler.py", 6366, "run_scheduler_process", "scheduler.run_event_loop()"),
+                (
+                    "sglang/srt/managers/scheduler.py",
+                    2877,
+                    "run_batch",
+                    "batch_result = self.model_worker.forward_batch_generation(",
+                ),
+                ("sglang/srt/model_executor/model_runner.py", 2512, "forward", "output = self._forward_raw("),
+                (
+                    "sglang/srt/layers/attention/hybrid_linear_attn_backend.py",
+                    771,
+                    "forward_extend",
+                    "core_attn_out = self.linear_attn_backend.forward_extend(",
+                ),
+                (
+                    "sglang/srt/layers/attention/fla/chunk.py",
+                    233,
+                    "chunk_gated_delta_rule_fwd",
+                    "g = chunk_local_cumsum(g, chunk_size=64, cu_seqlens=cu_seqlens)",
+                ),
+                (
+                    "triton/backends/nvidia/driver.py",
+                    713,
+                    "__call__",
+                    "self.launch(gridX, gridY, gridZ, stream, function, *args)",
+                ),
+            ]
+        )
+        + "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\n"
+    )

@@ -145,14 +145,40 @@ def test_each_call_has_its_own_timeout():
     timeouts = {c["path"]: c["timeout"] for c in fake.calls}
     assert timeouts["/health"] == http_probe.HEALTH_TIMEOUT_S
     assert timeouts["/v1/models"] == http_probe.MODELS_TIMEOUT_S
-    assert timeouts["/get_server_info"] == http_probe.SERVER_INFO_TIMEOUT_S
+    assert timeouts["/server_info"] == http_probe.SERVER_INFO_TIMEOUT_S
 
 
-def test_server_info_falls_back_to_the_new_path():
-    p, fake = prober({("GET", "/server_info"): (200, {"speculative_algorithm": "DFLASH"})})
+def test_server_info_asks_the_current_path_only():
+    # sglang 0.5.23 warns in its log on every /get_server_info call: a server that has
+    # /server_info is never asked the deprecated path.
+    p, fake = prober(
+        {
+            ("GET", "/server_info"): (200, {"speculative_algorithm": "DFLASH"}),
+            ("GET", "/get_server_info"): (200, {"speculative_algorithm": "EAGLE"}),
+        }
+    )
     result = p.server_info()
     assert result.ok and result.json()["speculative_algorithm"] == "DFLASH"
-    assert [c["path"] for c in fake.calls] == ["/get_server_info", "/server_info"]
+    assert [c["path"] for c in fake.calls] == ["/server_info"]
+
+
+@pytest.mark.parametrize("missing", [404, 405])
+def test_server_info_falls_back_to_the_deprecated_path_where_the_new_one_is_missing(missing):
+    p, fake = prober(
+        {
+            ("GET", "/server_info"): (missing, {"detail": "Not Found"}),
+            ("GET", "/get_server_info"): (200, {"speculative_algorithm": "DFLASH"}),
+        }
+    )
+    result = p.server_info()
+    assert result.ok and result.json()["speculative_algorithm"] == "DFLASH"
+    assert [c["path"] for c in fake.calls] == ["/server_info", "/get_server_info"]
+
+
+def test_server_info_does_not_fall_back_on_other_errors():
+    p, fake = prober({("GET", "/server_info"): (401, {"detail": "bad key"})})
+    assert p.server_info().status == 401
+    assert [c["path"] for c in fake.calls] == ["/server_info"]
 
 
 def test_api_key_is_a_bearer_token_and_never_in_results():

@@ -174,7 +174,7 @@ def healthy_server(load_s=10.0, warm_s=2.0, gen=None, info=SERVER_INFO):
             ("GET", "/health"): (0.05, 200, {}),
             ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
             ("POST", "/generate"): gen if gen is not None else (0.4, 200, generated()),
-            ("GET", "/get_server_info"): (0.02, 200, info),
+            ("GET", "/server_info"): (0.02, 200, info),
         }
 
     return behaviour
@@ -212,7 +212,7 @@ def test_health_200_generation_and_server_info_run_back_to_back_not_a_poll_apart
     assert result["ready"] is True
     first_200 = min(t for t, m, p, _ in sglang.calls if p == "/health" and t >= 12.0)
     generate_at = next(t for t, m, p, _ in sglang.calls if p == "/generate")
-    info_at = next(t for t, m, p, _ in sglang.calls if p == "/get_server_info")
+    info_at = next(t for t, m, p, _ in sglang.calls if p == "/server_info")
     # health answers in 0.05 s, the generation in 0.4 s, server info in 0.02 s: no poll interval between them
     assert generate_at - first_200 <= 0.06
     assert info_at - generate_at <= 0.41
@@ -329,7 +329,7 @@ def test_wedged_engine_is_never_ready():
             ("GET", "/health"): HANG,
             ("GET", "/v1/models"): (0.002, 200, {"data": [{"id": "m"}]}),
             ("POST", "/generate"): HANG,
-            ("GET", "/get_server_info"): HANG,
+            ("GET", "/server_info"): HANG,
         }
 
     readiness, _clock, sglang, _ = make(behaviour, probe=http_probe.ProbeSettings(timeout=30))
@@ -340,7 +340,7 @@ def test_wedged_engine_is_never_ready():
     assert result["probe"]["error"] == "timeout"
     # /health given up after SLOW_HEALTH_503_S (1) + probe timeout (30) + slack, far from startup_timeout
     assert 31 <= result["elapsed_s"] <= 33
-    assert "/get_server_info" not in sglang.paths()
+    assert "/server_info" not in sglang.paths()
 
 
 def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generation():
@@ -350,7 +350,7 @@ def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generat
         return {
             ("GET", "/health"): HANG,
             ("POST", "/generate"): (0.4, 200, generated()),
-            ("GET", "/get_server_info"): (0.02, 200, SERVER_INFO),
+            ("GET", "/server_info"): (0.02, 200, SERVER_INFO),
         }
 
     readiness, _clock, sglang, _ = make(behaviour)
@@ -490,7 +490,7 @@ def test_unreported_accept_length_is_a_warning_not_a_failure():
 def test_server_info_hanging_fails_only_when_the_algorithm_must_be_checked():
     def behaviour(t):
         routes = healthy_server(load_s=0, warm_s=0)(t)
-        routes[("GET", "/get_server_info")] = HANG
+        routes[("GET", "/server_info")] = HANG
         return routes
 
     assert make(behaviour)[0].run()["ready"] is True
@@ -817,3 +817,135 @@ def test_a_unit_watcher_knows_how_long_ago_systemd_started_it():
     assert watcher.started_ago() is None
     watcher.poll()
     assert watcher.started_ago(now_monotonic=47.0) == pytest.approx(42.0)
+
+
+# -- port ownership ---------------------------------------------------------------------------------------
+
+
+def with_owner(port_check, states=None, **params):
+    readiness, clock, sglang, _watcher = make(healthy_server(), states=states or running, port=30000, **params)
+    readiness.port_check = port_check
+    return readiness, clock, sglang
+
+
+def unit_with_pid(pid):
+    def states(t=None):
+        return WatchState(True, description="unit sglang.service is active/running", detail={"main_pid": pid})
+
+    return states
+
+
+def test_a_foreign_listener_is_port_in_use_naming_pid_and_command_and_never_probed():
+    calls = []
+
+    def foreign(port, root):
+        calls.append((port, root))
+        return {
+            "state": "foreign",
+            "port": port,
+            "pid": 555,
+            "command": "python3 -m http.server 30000",
+            "reason": "port 30000 is held by pid 555 (python3 -m http.server 30000), not by the tree of pid 42",
+        }
+
+    readiness, _clock, sglang = with_owner(foreign, states=unit_with_pid(42))
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "port_in_use"
+    assert "pid 555 (python3 -m http.server 30000)" in result["reason"]
+    assert result["port_owner"]["pid"] == 555
+    assert result["hint"] and "another process holds the port" in result["hint"]
+    assert calls == [(30000, 42)]
+    assert sglang.paths("POST") == []  # the foreign server's answers were never judged as the release
+    assert result["probe"] == {}
+
+
+def test_the_own_listener_is_checked_once_and_the_start_is_ready():
+    calls = []
+
+    def own(port, root):
+        calls.append(root)
+        return {"state": "own", "port": port, "pids": [root]}
+
+    readiness, _clock, _ = with_owner(own, states=unit_with_pid(42))
+    result = readiness.run()
+    assert result["ready"] is True
+    assert result["port_owner"] == {"state": "own", "port": 30000, "pids": [42]}
+    assert calls == [42]
+
+
+def test_a_holder_that_cannot_be_seen_is_a_note_not_a_verdict():
+    def unknown(port, root):
+        return {"state": "unknown", "port": port, "reason": "port 30000 listens, its holder is not visible"}
+
+    result = with_owner(unknown)[0].run()
+    assert result["ready"] is True
+    assert "port 30000 listens, its holder is not visible" in result["notes"]
+
+
+def test_no_port_means_no_owner_check():
+    readiness, _clock, _, _ = make(healthy_server())
+    readiness.port_check = lambda port, root: pytest.fail("checked without a port")
+    assert readiness.run()["ready"] is True
+
+
+# -- openai probe with speculation ------------------------------------------------------------------------
+
+
+def openai_server(native=None):
+    chat = {
+        "choices": [{"message": {"content": " hi"}, "finish_reason": "length"}],
+        "usage": {"completion_tokens": 16},
+    }
+    base = healthy_server(gen=native if native is not None else (0.2, 200, generated()))
+
+    def behaviour(t):
+        routes = dict(base(t))
+        if t >= 12.0:
+            routes[("POST", "/v1/chat/completions")] = (0.3, 200, chat)
+            routes[("GET", "/v1/models")] = (0.01, 200, {"data": [{"id": "m"}]})
+        return routes
+
+    return behaviour
+
+
+def test_openai_probe_on_a_speculative_server_is_ready_with_one_native_call_as_evidence():
+    readiness, _, sglang, _ = make(
+        openai_server(),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+        min_accept_length=2,
+    )
+    result = readiness.run()
+    assert result["ready"] is True, result["reason"]
+    assert sglang.paths("POST") == ["/v1/chat/completions", "/generate"]
+    assert result["speculation_evidence"].startswith("one native POST /generate")
+    assert "spec_verify_ct=5" in result["speculation_evidence"]
+    assert result["probe"]["api"] == "openai"
+
+
+def test_openai_probe_whose_native_call_shows_no_speculation_is_spec_mismatch():
+    readiness, _, _, _ = make(
+        openai_server(native=(0.2, 200, generated(accept=None))),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+    )
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "spec_mismatch"
+    assert "one native POST /generate sent to check: it shows no spec_verify_ct" in result["reason"]
+
+
+def test_openai_accept_length_floor_is_checked_on_the_native_counters():
+    readiness, _, _, _ = make(
+        openai_server(native=(0.2, 200, generated(accept=1.05))),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+        min_accept_length=2,
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "low_acceptance" and "1.05" in result["reason"]
+
+
+def test_native_probe_names_its_own_answer_as_the_evidence():
+    result = make(healthy_server(), expect_speculative_algorithm="DFLASH")[0].run()
+    assert result["ready"] is True
+    assert result["speculation_evidence"] == "the probe's answer: spec_verify_ct=5, spec_accept_length=3.2"

@@ -75,7 +75,7 @@ def run(monkeypatch, capsys, systemctl=RUNNING, journal="", routes=None, **param
         else {
             ("GET", "/health"): {},
             ("POST", "/generate"): GENERATED,
-            ("GET", "/get_server_info"): {"version": "0.5.23", "speculative_algorithm": "DFLASH"},
+            ("GET", "/server_info"): {"version": "0.5.23", "speculative_algorithm": "DFLASH"},
         },
         seen,
     )
@@ -128,7 +128,7 @@ def test_speculative_deploy_needs_evidence_from_the_probe_answer(monkeypatch, ca
     routes = {
         ("GET", "/health"): {},
         ("POST", "/generate"): plain,
-        ("GET", "/get_server_info"): {"version": "0.5.17", "speculative_algorithm": "DFLASH"},
+        ("GET", "/server_info"): {"version": "0.5.17", "speculative_algorithm": "DFLASH"},
     }
     out = run(
         monkeypatch,
@@ -149,7 +149,7 @@ def test_notes_become_ansible_warnings_not_a_result_key(monkeypatch, capsys):
             "output_ids": [1],
             "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 1},
         },
-        ("GET", "/get_server_info"): {"version": "0.5.17"},
+        ("GET", "/server_info"): {"version": "0.5.17"},
     }
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
@@ -186,7 +186,7 @@ def test_check_mode_reports_without_generating(monkeypatch, capsys):
 
 
 def test_probe_options_reach_the_generation(monkeypatch, capsys):
-    routes = {("GET", "/health"): {}, ("POST", "/generate"): GENERATED, ("GET", "/get_server_info"): {}}
+    routes = {("GET", "/health"): {}, ("POST", "/generate"): GENERATED, ("GET", "/server_info"): {}}
     out = run(
         monkeypatch,
         capsys,

@@ -15,6 +15,14 @@ instead of verifying the linear chain:
    the draft KV is written from the accepted nodes' target hidden states, and the output tokens use
    the chain layout the scheduler reads (stride B, accepted drafts then the bonus token).
 
+Hybrid (Gated DeltaNet) targets: the verify input also carries the tree's first-child / next-sibling
+links (retrieve_next_token / retrieve_next_sibling, local per request). The hybrid linear-attention
+backend hands them to sglang's triton tree kernels (as for EAGLE with topk > 1): the conv kernel
+derives each node's parent and takes its window from it, the GDN kernel starts each node from its
+parent's state, and both keep one snapshot per node (the pool holds N steps per slot,
+max_speculative_num_draft_tokens). After verification the recurrent state of the last accepted node
+(ddtree_utils.commit_nodes: its tree index, not the chain's step) is committed.
+
 KV of rejected branches: the N verify slots are the request's own over-allocated headroom
 (dflash_info_v2.prepare_for_decode reserves 2 * max(N, B) past the committed length). Nothing past
 the committed length is kept: the next step writes its tree over the same slots, and the scheduler
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, List, Optional
 import torch
 
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+from sglang.srt.configs.hybrid_arch import hybrid_gdn_config, mambaish_config
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
 from sglang.srt.speculative import ddtree_utils
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
@@ -82,6 +91,8 @@ def build_tree_tensors(
     tokens, pos, next_tok, next_sib = [], [], [], []
     for b, tree in enumerate(trees):
         first_child, sibling = ddtree_utils.retrieve_links(tree.parents)
+        # The recurrent (GDN / conv) tree kernels derive parents from these links in node order.
+        ddtree_utils.check_kernel_parents(tree.parents)
         tokens.extend(tree.tokens)
         pos.extend(ddtree_utils.positions(tree.depths, prefix_lens[b]))
         next_tok.extend(first_child)
@@ -126,8 +137,7 @@ def ddtree_verify_step(
     from sglang.srt.speculative.eagle_utils import verify_tree_greedy_func
 
     config: ddtree_utils.DDTreeConfig = worker._ddtree_config
-    if worker._need_mamba_verify_commit:
-        raise RuntimeError("DDTREE does not support hybrid (mamba) targets: their state commit is chain-only.")
+    check_ddtree_target(worker)
     block = int(worker.block_size)
     n = int(config.budget)
     bs = int(prefix_lens.shape[0])
@@ -177,6 +187,8 @@ def ddtree_verify_step(
         draft_token_num=n,
         custom_mask=tree["custom_mask"],
         capture_hidden_mode=CaptureHiddenMode.FULL,
+        retrieve_next_token=tree["retrieve_next_token"],
+        retrieve_next_sibling=tree["retrieve_next_sibling"],
     )
     batch.out_cache_loc = verify_loc
     seq_lens_cpu_backup = batch.seq_lens_cpu
@@ -223,6 +235,12 @@ def ddtree_verify_step(
     out_tokens = torch.where(live, predicts.to(torch.int64)[acc_global], torch.zeros_like(cols))
     bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
 
+    # --- 3b) Hybrid targets: commit the recurrent state of each request's last accepted node.
+    if worker._need_mamba_verify_commit:
+        commit_hybrid_state(
+            worker, batch=batch, accept_index=accept_index, accept_drafts=accept_drafts, prefixes=prefixes, budget=n
+        )
+
     # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
     # One move of every request's columns 1..B-1 (request-major, columns ascending). The node
     # accepted at depth j sits at tree index a_j >= j, so no source slot is the target of an
@@ -260,7 +278,7 @@ def ddtree_verify_step(
         if worker.ps.tp_rank == 0:
             logger.info(
                 "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
-                "max_depth=%d accepted_drafts_mean=%.3f",
+                "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s",
                 worker._ddtree_steps,
                 bs,
                 len(host_trees[0]) if host_trees else 0,
@@ -268,6 +286,8 @@ def ddtree_verify_step(
                 config.topk,
                 max(max(t.depths) for t in host_trees) if host_trees else 0,
                 float(accept_drafts.float().mean().item()),
+                # hybrid: per node from its parent, the accepted node's committed; dense: none
+                "tree" if worker._need_mamba_verify_commit else "none",
             )
 
     next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
@@ -279,6 +299,55 @@ def ddtree_verify_step(
         next_draft_input=next_draft_input,
         speculative_num_draft_tokens=block,
         new_seq_lens=new_seq_lens,
+    )
+
+
+def check_ddtree_target(worker) -> None:
+    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels).
+
+    Checked at start-up (init_attention_backends) and, once, at the first verify step.
+    """
+    if getattr(worker, "_ddtree_target_checked", False):
+        return
+    model_config = worker.target_worker.model_runner.model_config
+    if mambaish_config(model_config) is not None and (
+        hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit
+    ):
+        raise RuntimeError(
+            "DDTREE supports dense and Gated DeltaNet hybrid targets; this target's recurrent layers "
+            f"({type(model_config.hf_config).__name__}) have no tree verify in sglang."
+        )
+    worker._ddtree_target_checked = True
+
+
+def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes, budget):
+    """Commit each request's recurrent state from the snapshot of its last accepted tree node.
+
+    The verify forward kept one ssm state and conv window per node (intermediate_ssm /
+    intermediate_conv_window, each node continuing from its parent); the backend's commit copies the
+    snapshot at the given step into the request's state. One host read of the accepted paths.
+    """
+    from sglang.srt.runtime_context import get_exec
+
+    bs = int(accept_drafts.shape[0])
+    device = accept_drafts.device
+    host = torch.cat((accept_index.to(torch.int64), accept_drafts.to(torch.int64).view(bs, 1)), dim=1).cpu().tolist()
+    rows = [row[:-1] for row in host]
+    drafts = [row[-1] for row in host]
+    nodes = ddtree_utils.commit_nodes(rows, drafts, budget)
+    steps_to_track = None
+    if batch.mamba_track_indices is not None:
+        interval = int(get_exec().mamba.mamba_track_interval)
+        steps_to_track = torch.tensor(
+            ddtree_utils.track_nodes(rows, drafts, budget, prefixes, interval), dtype=torch.int64, device=device
+        )
+    model_runner = worker.target_worker.model_runner
+    model_runner.attn_backend.update_mamba_state_after_mtp_verify(
+        last_correct_step_indices=torch.tensor(nodes, dtype=torch.int64, device=device),
+        mamba_track_indices=batch.mamba_track_indices,
+        mamba_steps_to_track=steps_to_track,
+        model=model_runner.model,
+        req_pool_indices=batch.req_pool_indices[:bs],
     )
 
 

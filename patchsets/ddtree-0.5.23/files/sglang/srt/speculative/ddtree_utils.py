@@ -30,6 +30,13 @@ DEFAULT_BUDGET_PER_BLOCK_TOKEN = 4
 DEFAULT_TOPK = 8
 # sglang's tree kernels run one thread per tree node.
 MAX_BUDGET = 1024
+# Full-attention backends (--attention-backend spelling) whose TARGET_VERIFY reads an arbitrary tree
+# mask given with the verify input (FULL layout: per request N rows x (prefix + N) columns): triton
+# (extend_attention_fwd's custom mask; checked on the H200) and flashinfer (DFlashVerifyInput's
+# generate_attn_arg_prefill hands the mask to the prefill wrapper, EAGLE's tree path). FA3 / FA4 build
+# their own EAGLE mask only for topk > 1 and attend causally over the flattened tree under DDTREE's
+# topk 1; the other backends are unchecked with trees.
+TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
 
 
 @dataclass(frozen=True)
@@ -244,3 +251,123 @@ def format_budget_log(config: DDTreeConfig) -> str:
         f"(requested {config.requested_budget}, {ENV_BUDGET}) topk={config.topk} "
         f"verify_tokens_per_request={config.budget}"
     )
+
+
+# --- Hybrid (Gated DeltaNet) targets: recurrent state over the tree ---------------------------------
+#
+# A hybrid target's linear-attention layers keep a recurrent state (the GDN ssm state and the causal
+# conv window) per request. Verifying a tree, node i must continue from its parent's state, not from
+# node i-1's (the flattened order a chain verify uses). sglang's own EAGLE tree verify does that when
+# the verify input carries retrieve_next_token / retrieve_next_sibling: the triton conv kernel
+# (causal_conv1d_update) derives each node's parent from those links and writes retrieve_parent_token,
+# the triton GDN kernel (fused_sigmoid_gating_delta_rule_update) then starts node i from the snapshot of
+# its parent, and both keep one snapshot per node (intermediate_ssm / intermediate_conv_window, N steps
+# per request slot). After verification, the state of the last *accepted node* is committed.
+
+
+def kernel_parents(first_child: Sequence[int], next_sibling: Sequence[int]) -> List[int]:
+    """The parent each node is given by sglang's tree conv kernel (root: 0).
+
+    The kernel (causal_conv1d_update with retrieve_next_token / retrieve_next_sibling) walks the
+    nodes once in index order: at node i it sets the parent of i's first child to i and the parent
+    of i's next sibling to i's parent, then convolves node i along the parents known at that moment;
+    the GDN kernel reads the parents it stored. Returns, per node, the parent in use when the walk
+    reached it: right only where a first child and every next sibling have a higher index
+    (retrieve_links' layout on a topologically ordered tree).
+    """
+    n = len(first_child)
+    parent = [0] * n
+    used = [0] * n
+    for i in range(n):
+        used[i] = parent[i]
+        child = int(first_child[i])
+        if child != -1:
+            parent[child] = i
+        sibling = int(next_sibling[i])
+        if sibling != -1:
+            parent[sibling] = parent[i]
+    if used != parent:
+        # A link pointed backwards: a node's parent changed after the walk passed it.
+        return [-2 if u != p else u for u, p in zip(used, parent)]
+    return used
+
+
+def check_kernel_parents(parents: Sequence[int]) -> List[int]:
+    """retrieve_links of a tree, refused unless the kernels' walk gives every node its parent."""
+    first_child, next_sibling = retrieve_links(parents)
+    derived = kernel_parents(first_child, next_sibling)
+    want = [0] + [int(p) for p in parents[1:]]
+    if derived != want:
+        raise ValueError(
+            f"tree links give the recurrent kernels parents {derived} (-2: changed after use), not {want}"
+        )
+    return derived
+
+
+def tree_recurrent_scan(parents: Sequence[int], inputs: Sequence, initial, step) -> List:
+    """Reference: the state after each node, each node continuing from its parent (root: initial)."""
+    states: List = []
+    for i, x in enumerate(inputs):
+        p = int(parents[i])
+        if p >= i:
+            raise ValueError(f"node {i} has parent {p}: not in topological order")
+        states.append(step(initial if p < 0 else states[p], x))
+    return states
+
+
+def chain_recurrent_scan(inputs: Sequence, initial, step) -> List:
+    """The flattened-order scan a chain verify does: node i continues from node i-1."""
+    states: List = []
+    for x in inputs:
+        states.append(step(states[-1] if states else initial, x))
+    return states
+
+
+def commit_nodes(accept_index: Sequence[Sequence[int]], accept_drafts: Sequence[int], budget: int) -> List[int]:
+    """Per request, the tree node whose recurrent state is committed: the last accepted node.
+
+    accept_index[b]: verify_tree_greedy's accepted nodes (global ids b * budget + i, root first);
+    accept_drafts[b]: the number of accepted drafts. Returns local node indices (0..budget-1), the
+    intermediate-state step the commit copies (not accept_drafts[b], the chain's step).
+    """
+    nodes = []
+    for b, row in enumerate(accept_index):
+        a = int(accept_drafts[b])
+        node = int(row[a]) - b * int(budget)
+        if a < 0 or not 0 <= node < int(budget):
+            raise ValueError(f"request {b}: accepted node {row[a]} with {a} drafts is outside its tree")
+        nodes.append(node)
+    return nodes
+
+
+def track_nodes(
+    accept_index: Sequence[Sequence[int]],
+    accept_drafts: Sequence[int],
+    budget: int,
+    prefix_lens: Sequence[int],
+    interval: int,
+) -> List[int]:
+    """Per request, the accepted node whose state the mamba prefix cache tracks (-1: none).
+
+    When the committed length crosses a multiple of ``interval`` (--mamba-track-interval), the state
+    at that multiple is kept: the accepted node at path position (multiple - prefix - 1).
+    """
+    out = []
+    for b, row in enumerate(accept_index):
+        commit = int(accept_drafts[b]) + 1
+        pre, post = int(prefix_lens[b]), int(prefix_lens[b]) + commit
+        ith = max(post // interval * interval - pre - 1, 0)
+        if pre // interval != post // interval and ith < commit:
+            out.append(int(row[ith]) - b * int(budget))
+        else:
+            out.append(-1)
+    return out
+
+
+def verify_state_steps(block_size: int, environ: Optional[Mapping[str, str]] = None) -> int:
+    """Verify tokens per request for DDTREE, which sizes every per-token verify buffer.
+
+    max(B, N): the tree's N nodes (>= B); sglang's max_speculative_num_draft_tokens, and so the
+    hybrid snapshot pool (intermediate ssm / conv windows: one per node) and its memory budget.
+    """
+    return max(int(block_size), resolve_ddtree_config(block_size, environ).budget)
