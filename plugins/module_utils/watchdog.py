@@ -4,12 +4,14 @@
 
 One run (``run_once``): the unit and a real generation are judged by ``readiness.Readiness`` (the
 same state machine as the deploy, its ``startup_timeout`` the watch timeout), with the accept-length
-floor as ``min_accept_length``. Verdicts: ``ok``, ``stopped`` (the unit was stopped cleanly: nothing
-to do), or a failure class (``wedged``, ``died_while_serving``, ``restart_loop``, ``low_acceptance``,
-``probe_failed``, ``timeout``, ``port_in_use``, ...). A failure is written to the journal (stdout
-of the oneshot unit, priority ``<3>``) with its class, reason and hint; with action ``restart`` the
-unit is restarted unless it was restarted by the watchdog less than ``restart_min_interval_s`` ago
-(rate limit, state in ``state_file``). Every run writes node_exporter textfile metrics atomically.
+floor as ``min_accept_length``. Verdicts: ``ok``, ``stopped`` (the unit was stopped cleanly, or is down
+and disabled - a failed first deploy, ``stop.yml -e sglang_stop_disable=true``: nothing to do),
+``deploying`` (a deploy runs: not judged), or a failure class (``wedged``, ``died_while_serving``,
+``restart_loop``, ``low_acceptance``, ``probe_failed``, ``timeout``, ``port_in_use``, ...). A failure
+is written to the journal (stdout of the oneshot unit, priority ``<3>``) with its class, reason and
+hint; with action ``restart`` the unit is restarted unless the watchdog restarted it less than
+``restart_min_interval_s`` ago (rate limit, state in ``state_file``). Every run writes node_exporter
+textfile metrics atomically.
 
 Run by the timer's service, or by hand (the role installs ``/usr/local/bin/<unit>-watch``):
 
@@ -264,7 +266,12 @@ def run_once(config, io):
         io.log("<6>sglang-watch: %s %s" % (unit, verdict["reason"]))
         return _finish(config, io, state, verdict)
     unit_state = read_unit_state(unit, io.run_command)
-    if unit_state.active_state == "inactive" and unit_state.result in ("success", ""):
+    stopped = unit_state.active_state == "inactive" and unit_state.result in ("success", "")
+    if not stopped and unit_state.dead:
+        # Down and disabled: a deploy that could not serve, or an operator, stopped it on purpose.
+        rc, out, _err = io.run_command(["systemctl", "is-enabled", unit])
+        stopped = out.strip() not in ("enabled", "enabled-runtime")
+    if stopped:
         verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
     else:
         prober = Prober(
@@ -411,4 +418,4 @@ def main(argv=None, io=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())  # a program run by the timer, not a module: its exit status is the verdict

@@ -49,6 +49,7 @@ class FakeHost:
         self.now = 1_800_000_000.0
         self.port_check = None
         self.mtimes = {}
+        self.enabled = True
 
     def time(self):
         return self.now
@@ -59,6 +60,8 @@ class FakeHost:
             return 0, self.show, ""
         if argv[:2] == ["systemctl", "restart"]:
             return 0, "", ""
+        if argv[:2] == ["systemctl", "is-enabled"]:
+            return (0, "enabled\n", "") if self.enabled else (1, "disabled\n", "")
         return 0, "", ""  # journalctl
 
     def open_url(self, url, data=None, headers=None, method=None, timeout=None, **kwargs):
@@ -223,3 +226,13 @@ def test_a_deploy_in_progress_is_not_judged_unless_its_marker_is_stale():
     assert host.commands == []  # not even systemctl show
     host.mtimes["/run/sglang-deploying"] = host.now - 601  # a deploy that died long ago
     assert watchdog.run_once(cfg, host)["verdict"] == "wedged"
+
+
+def test_a_failed_unit_a_deploy_left_disabled_is_not_restarted():
+    failed = RUNNING.replace("ActiveState=active", "ActiveState=failed").replace("SubState=running", "SubState=failed")
+    host = FakeHost(show=failed.replace("Result=success", "Result=signal"))
+    host.enabled = False
+    verdict = watchdog.run_once(config(action="restart"), host)
+    assert verdict["verdict"] == "stopped" and verdict["action_taken"] == "none"
+    assert ["systemctl", "is-enabled", "sglang.service"] in host.commands
+    assert not any(c[:2] == ["systemctl", "restart"] for c in host.commands)
