@@ -450,13 +450,28 @@ def run_job(
     pdd: PrivateDataDir,
     event_handler: Callable[[dict], Any] | None = None,
     cancel_callback: Callable[[], bool] | None = None,
+    container: dict | None = None,
 ) -> JobResult:
-    """Run the job with ansible-runner's Python API, in the project dir, as AWX's worker does."""
+    """Run the job with ansible-runner's Python API, in the project dir, as AWX's worker does.
+
+    ``container`` runs it inside an execution environment image, as AWX does, through
+    ansible-runner's process isolation with podman: ``{"image": ..., "volume_mounts": [...],
+    "options": [...]}``.
+    """
     import ansible_runner  # noqa: PLC0415 - only the runner half of this module needs it
 
     if pdd.errors:
         raise ValueError("the launch was refused: " + "; ".join(pdd.errors))
-    if shutil.which("ansible-playbook") is None:
+    isolation = {}
+    if container:
+        isolation = {
+            "process_isolation": True,
+            "process_isolation_executable": "podman",
+            "container_image": container["image"],
+            "container_volume_mounts": list(container.get("volume_mounts", [])),
+            "container_options": list(container.get("options", [])),
+        }
+    elif shutil.which("ansible-playbook") is None:
         raise RuntimeError("ansible-playbook is not on PATH (put the controller venv's bin/ first)")
     events: list[dict] = []
 
@@ -474,6 +489,7 @@ def run_job(
         event_handler=on_event,
         cancel_callback=cancel_callback or (lambda: False),
         quiet=True,
+        **isolation,
     )
     stdout = runner.stdout.read() if runner.stdout else ""
     return JobResult(runner.status, runner.rc, stats_artifacts(events), events, stdout, pdd.path)

@@ -86,9 +86,12 @@ class ActionModule(ActionBase):
             "cache_dir",
             "disk_path",
             "gpus_wanted",
+            "reference_venv",
+            "extra_wheels",
             "plan",
             "target_config",
             "target_config_path",
+            "release_python",
         )
     )
 
@@ -97,6 +100,10 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         if "target_config" in args:
             return self._check_target(result, args)
+        if "release_python" in args:
+            release = deploy_plan.release_of(args.get("plan") or {}, dict(args["release_python"] or {}))
+            result.update(changed=False, msg=f"release {release['release_id']} at {release['release_dir']}", **release)
+            return result
         explicit = None
         if args.get("patch_sets") is not None:
             explicit = []
@@ -125,7 +132,7 @@ class ActionModule(ActionBase):
             known,
             available_patch_sets(str(args.get("patchset_root") or os.path.join(COLLECTION, "patchsets"))),
             wheel_metadata,
-            fetch_index_metadata,
+            fetch_index_metadata=fetch_index_metadata,
         )
         result.update(changed=False, plan=built["plan"], errors=built["errors"], warnings=built["warnings"])
         if built["errors"]:

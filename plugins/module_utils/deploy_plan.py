@@ -22,12 +22,18 @@ What it decides:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import posixpath
 
 from ansible_collections.specdec.sglang.plugins.module_utils import runtime_coherence
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
+from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+    check_controller_inputs,
+    validate_manifest,
+)
 
 # Algorithms sglang itself ships: no patch set is needed to serve them.
 BUILTIN_ALGORITHMS = ("DFLASH",)
@@ -61,7 +67,7 @@ def release_dir(root: str, release_id: str) -> str:
 
 def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str) -> dict:
     """Every path the deploy writes or reads, from the variables that own them."""
-    unit = f"{unit_name}.service"
+    unit = f"{unit_name}.service" if unit_name else ""
     return {
         "root": root,
         "releases": posixpath.join(root, "releases"),
@@ -69,9 +75,9 @@ def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path:
         "state": posixpath.join(root, "state", "last_good"),
         "tools": posixpath.join(root, "tools"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
-        "unit": f"/etc/systemd/system/{unit}",
-        "env": posixpath.join(config_dir, f"{unit_name}.env"),
-        "config": posixpath.join(config_dir, f"{unit_name}.yaml"),
+        "unit": f"/etc/systemd/system/{unit}" if unit else "",
+        "env": posixpath.join(config_dir, f"{unit_name}.env") if unit and config_dir else "",
+        "config": posixpath.join(config_dir, f"{unit_name}.yaml") if unit and config_dir else "",
         "cache": cache_dir,
         "disk_check": disk_path,
     }
@@ -136,7 +142,7 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
             elif algorithm not in BUILTIN_ALGORITHMS:
                 errors.extend(_refusal(algorithm, sglang_version, [record], request, "sglang_deploy_patch_sets"))
         return {"chosen": list(explicit), "errors": errors, "request": request}
-    if algorithm in BUILTIN_ALGORITHMS:
+    if not algorithm or algorithm in BUILTIN_ALGORITHMS:  # "": no service in this play (a role run alone)
         return {"chosen": [], "errors": [], "request": request}
     for_version = [r for r in available if r["sglang_version"] == sglang_version]
     serving = [r for r in for_version if not unserved(r["serves"], request)]
@@ -332,10 +338,32 @@ def check_runtime(
     }
 
 
-def build_plan(inputs: dict, known: dict, available_sets, read_wheel_metadata, fetch_index_metadata=None) -> dict:
-    """The deploy plan from validated inputs: ``{plan, errors, warnings}``."""
+def release_id(inputs_sha256: str, python: dict, cuda_version: str) -> str:
+    """The release id: 12 hex of sha256 over the release inputs, the host's Python and the runtime's CUDA."""
+    canonical = json.dumps(
+        {"cuda": str(cuda_version), "inputs": inputs_sha256, "python": python}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def release_of(plan: dict, python: dict) -> dict:
+    """``{release_id, release_dir, venv_dir}`` of the plan's release for the host's Python."""
+    identifier = release_id(plan["release"]["inputs_sha256"], python, plan.get("cuda_version", ""))
+    directory = release_dir(plan["paths"]["root"], identifier)
+    return {"release_id": identifier, "release_dir": directory, "venv_dir": posixpath.join(directory, "venv")}
+
+
+def build_plan(
+    inputs: dict, known: dict, available_sets, read_wheel_metadata, *, fetch_index_metadata=None, check_inputs=None
+) -> dict:
+    """The deploy plan from validated inputs: ``{plan, errors, warnings}``.
+
+    ``check_inputs`` (default ``runtime_manifest.check_controller_inputs``) checks the controller files
+    (wheels and their sha256, patch set directories) and returns the release inputs and their sha256.
+    """
     sglang = dict(inputs.get("sglang") or {})
     version = str(sglang.get("version") or "")
+    manifest_errors = validate_manifest(inputs.get("manifest"), reference_venv=inputs.get("reference_venv") or None)
     runtime = check_runtime(
         sglang,
         inputs.get("manifest") or [],
@@ -353,7 +381,14 @@ def build_plan(inputs: dict, known: dict, available_sets, read_wheel_metadata, f
         available_sets,
         explicit,
     )
+    controller = (check_inputs or check_controller_inputs)(
+        inputs.get("manifest") or [],
+        sglang,
+        inputs.get("extra_wheels") or [],
+        [r["dir"] for r in chosen["chosen"]],
+    )
     plan = {
+        "release": {"inputs": controller["inputs"], "inputs_sha256": controller["inputs_sha256"]},
         "sglang": {
             "version": version,
             "source": sglang.get("source"),
@@ -376,4 +411,5 @@ def build_plan(inputs: dict, known: dict, available_sets, read_wheel_metadata, f
             str(inputs.get("disk_path") or ""),
         ),
     }
-    return {"plan": plan, "errors": runtime["errors"] + chosen["errors"], "warnings": runtime.get("overridden", [])}
+    errors = manifest_errors + controller["errors"] + runtime["errors"] + chosen["errors"]
+    return {"plan": plan, "errors": errors, "warnings": runtime.get("overridden", [])}

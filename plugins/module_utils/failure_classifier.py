@@ -34,6 +34,74 @@ SIGNATURES = (
         "torch / sgl_kernel / flashinfer were built for different CUDA or torch ABIs: "
         "rebuild the venv from the runtime manifest so all of them match one CUDA (e.g. cu130)",
     ),
+    # The hybrid (Gated DeltaNet / mamba) rows come before the generic memory and CUDA rows: their
+    # messages also say "increase --mem-fraction-static" / "CUDA". Wordings of sglang 0.5.17, each
+    # seen on the H200 (tests/unit/fixtures/sglang-0.5.17-h200-hybrid) or quoted from its source.
+    # DFLASH on a target class that cannot hand the draft its hidden states (0.5.17's text class).
+    Signature(
+        "dflash_unsupported_target",
+        r"implements neither set_dspark_layers_to_capture nor set_dflash_layers_to_capture",
+        "DFLASH needs a target class that hands the draft its hidden states (0.5.17's Qwen3_5ForCausalLM "
+        "does not): serve the checkpoint's own class (Qwen3_5ForConditionalGeneration)",
+    ),
+    # The recurrent-state pool of a hybrid model: per request slot (and per draft token under
+    # speculative verify) it does not fit, or it ran out of slots while serving. A smaller envelope
+    # (fewer running requests / draft tokens, a larger mem fraction) fixes it: a ladder class.
+    Signature(
+        "mamba_cache_oom",
+        r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache|"
+        r"Hybrid \(mamba/linear-attention\) state cache is too small to serve|"
+        r"Not enough space for mamba cache, try to increase",
+        "the hybrid model's GDN state pool does not fit (~147 MB a request for Qwen3.6-27B, more per "
+        "draft token): fewer running requests / draft tokens or a larger mem fraction (next envelope)",
+    ),
+    Signature(
+        "mamba_pingpong",
+        r"Not enough space for mamba ping pong idx",
+        "the mamba state pool has no slot for a request's ping-pong buffer (radix cache, extra-buffer "
+        "strategy): raise --mamba-full-memory-ratio or lower --max-running-requests",
+    ),
+    # sglang's own Gated DeltaNet kernel / backend refusals (a CUDA error inside a GDN kernel is a
+    # cuda_error: the field's was a GPU that had crashed before).
+    Signature(
+        "gdn_kernel_error",
+        r"FlashInfer GDN [\w ()]*kernels? (?:is|are) (?:not )?(?:un)?available|"
+        r"Unsupported GDN (?:decode|prefill) backend|GDN CuTe DSL backend requires CUDA|"
+        r"FlashInfer GDN (?:backend requires CUDA|verify kernel only supports topk=1|MTP kernel requires)|"
+        r"Tracked GDN state precedes the first FlashInfer checkpoint",
+        "a Gated DeltaNet kernel is missing or refused this GPU / backend: use --linear-attn-backend "
+        "triton or a flashinfer with GDN kernels for this GPU (SM90+); run the GPU preflight",
+    ),
+    # Tensor parallel asks for a GPU index the process does not see.
+    Signature(
+        "tp_exceeds_gpus",
+        r"invalid device ordinal|GPU device may be out of range",
+        "sglang asked for more GPUs than the process sees: --tp-size must not exceed the GPUs of the "
+        "unit's CUDA_VISIBLE_DEVICES (sglang_service_gpu_uuids); select that many GPUs or lower it",
+    ),
+    # No GPU at all: CUDA_VISIBLE_DEVICES names an index or UUID the host does not have.
+    Signature(
+        "gpu_not_visible",
+        r"No accelerator \(CUDA, XPU, HPU, NPU, MUSA, MPS\) or platform plugin is available|"
+        r"no CUDA-capable device is detected|No CUDA GPUs are available",
+        "the process sees no GPU: CUDA_VISIBLE_DEVICES names an index or UUID this host lacks (compare "
+        "`nvidia-smi -L` with sglang_service_gpu_uuids), or the GPU fell off the bus (dmesg)",
+    ),
+    # A weights file that is cut short or damaged (safetensors cannot read its header).
+    Signature(
+        "model_corrupt",
+        r"SafetensorError: Error while deserializing header|incomplete metadata, file not fully covered|"
+        r"HeaderTooLarge|MetadataIncompleteBuffer|InvalidHeaderDeserialization",
+        "a weights file is truncated or damaged (an interrupted copy): compare the shards' sizes and "
+        "sha256 with the source, copy the damaged shard again, then deploy",
+    ),
+    # A DFlash draft made for another target (hidden size / captured layers differ).
+    Signature(
+        "draft_mismatch",
+        r"DFLASH (?:target_hidden feature dim|fc\.weight shape) mismatch",
+        "the DFlash draft does not match this target (its hidden size or target layers differ): use "
+        "the draft published for exactly this target model",
+    ),
     # sglang's KV pool came out empty: the static memory fraction is too small.
     Signature(
         "oom_mem_fraction",
@@ -59,7 +127,6 @@ SIGNATURES = (
         "cuda_error",
         r"CUDA error:|CUDA driver error|cudaError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|NCCL error|"
         r"an illegal memory access was encountered|device-side assert triggered|"
-        r"no CUDA-capable device is detected|No CUDA GPUs are available|"
         r"CUDA driver version is insufficient|Found no NVIDIA driver|uncorrectable ECC error",
         "a CUDA/GPU fault, not a config problem: run the GPU preflight (nvidia-smi health, CUDA "
         "sanity matmul) on the selected GPUs and move off a faulty GPU",

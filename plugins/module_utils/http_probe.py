@@ -241,6 +241,11 @@ class Prober:
             return self._chat(timeout)
         return self._native(timeout)
 
+    def native_generate(self, timeout=None):
+        """One native ``POST /generate`` whatever ``probe.api`` says (its meta_info carries the speculative
+        counters an OpenAI answer lacks)."""
+        return self._native(self.probe.timeout if timeout is None else timeout)
+
     def _native(self, timeout):
         payload = {
             "text": self.probe.prompt,

@@ -145,6 +145,8 @@ class Readiness:
         # port_check(port, root_pid) -> port_owner.port_check's dict; None: not checked.
         self.port_check = port_check
         self.port_owner = {}
+        # What proved that speculative decoding ran (with expect_speculative_algorithm), for the result.
+        self.speculation_evidence = None
         self.prober = prober
         self.params = params or Params()
         self.clock = clock
@@ -279,6 +281,7 @@ class Readiness:
             "journal_truncated": truncated,
             "progress": redact(self.progress, secret),
             "port_owner": dict(self.port_owner),
+            "speculation_evidence": self.speculation_evidence,
             "notes": list(self.notes),
         }
 
@@ -453,6 +456,9 @@ class Readiness:
         if self.phase == "verifying":
             timeout = SERVER_INFO_TIMEOUT_S
             return ("server_info", self.prober.start("server_info", timeout=timeout), timeout)
+        if self.phase == "evidence":
+            timeout = min(self.prober.probe.timeout, max(remaining, 0.5))
+            return ("evidence", self.prober.start("native_generate", timeout=timeout), timeout)
         raise RuntimeError("readiness: no call for phase %r" % self.phase)
 
     def _handle(self, name, result, timeout):
@@ -468,6 +474,8 @@ class Readiness:
             return self._judge_models(result)
         if name == "server_info":
             return self._verify(result)
+        if name == "evidence":
+            return self._judge_evidence(result)
         raise RuntimeError("readiness: unknown call %r" % name)
 
     def _root_pid(self):
@@ -495,13 +503,10 @@ class Readiness:
                 "port_in_use",
                 "%s: the answers on the port are not the release's, so they were not judged" % owner.get("reason"),
             )
-        note = {
-            "unknown": owner.get("reason"),
-            "free": "port %s answered but no listener on it is visible here (another network namespace?): "
-            "its owner was not checked" % self.params.port,
-        }.get(owner.get("state"))
-        if note and note not in self.notes:
-            self.notes.append(note)
+        # "free" while something answers: the server is in another network namespace (a container) or
+        # behind a proxy; nothing here to judge it by, and port_owner says so in the result.
+        if owner.get("state") == "unknown" and owner.get("reason") not in self.notes:
+            self.notes.append(owner["reason"])
         return None
 
     def _phase_after_health(self, result):
@@ -571,6 +576,15 @@ class Readiness:
                     "spec_mismatch",
                     "expected speculative_algorithm %s, the server runs %s" % (want, got or "none"),
                 )
+        if params.expect_speculative_algorithm and speculation_evidence(self.probe):
+            self.speculation_evidence = "the probe's answer: spec_verify_ct=%s, spec_accept_length=%s" % (
+                self.probe.get("spec_verify_ct"),
+                self.probe.get("spec_accept_length"),
+            )
+        elif params.expect_speculative_algorithm and self.prober.probe.api == "openai":
+            # sglang's OpenAI answers carry no speculative counters: one native /generate shows them.
+            self.phase = "evidence"
+            return None
         if params.expect_speculative_algorithm and not speculation_evidence(self.probe):
             return self._fail(
                 "spec_mismatch",
@@ -583,7 +597,33 @@ class Readiness:
                     else "",
                 ),
             )
-        accept = self.probe.get("spec_accept_length")
+        return self._accept_verdict(self.probe.get("spec_accept_length"))
+
+    def _judge_evidence(self, result):
+        """The native call made for an openai probe: its counters prove speculation ran, or spec_mismatch."""
+        native = result.as_dict(self.params.api_key) if result is not None else {}
+        if native.get("ok") and speculation_evidence(native):
+            self.speculation_evidence = (
+                "one native POST /generate (the openai answer carries no counters): spec_verify_ct=%s, "
+                "spec_accept_length=%s" % (native.get("spec_verify_ct"), native.get("spec_accept_length"))
+            )
+            return self._accept_verdict(native.get("spec_accept_length"))
+        what = (
+            "it failed: %s" % (native.get("reason") or native.get("error"))
+            if native and not native.get("ok")
+            else "it shows no spec_verify_ct > 0 and no spec_accept_length"
+            if native
+            else "it did not answer"
+        )
+        return self._fail(
+            "spec_mismatch",
+            "the server says speculative_algorithm %s, the openai probe's answer carries no speculative counters, "
+            "and one native POST /generate sent to check: %s"
+            % (_normalise_algorithm(self.server.get("speculative_algorithm")) or "none", what),
+        )
+
+    def _accept_verdict(self, accept):
+        params = self.params
         if accept is None:
             accept = self.server.get("avg_spec_accept_length")
         if params.min_accept_length is not None:

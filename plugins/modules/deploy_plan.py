@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: deploy_plan
 short_description: Build the deploy plan on the controller (runtime coherence, patch sets by capability, paths)
-version_added: 0.3.0
+version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
   - Runs once in the validation play of C(deploy.yml), on the controller; no host is contacted. Returns one plan
@@ -73,8 +73,20 @@ options:
   gpus_wanted:
     description: GPUs the service needs.
     type: int
+  reference_venv:
+    description: Known-good venv on the host for manifest entries with C(source=reference_venv).
+    type: str
+  extra_wheels:
+    description: Controller paths of further wheels installed into the venv (part of the release inputs).
+    type: list
+    elements: path
   plan:
-    description: A plan returned earlier (with O(target_config)).
+    description: A plan returned earlier (with O(target_config) or O(release_python)).
+    type: dict
+  release_python:
+    description:
+      - The host's Python (C(version), C(interpreter)); returns the release id and directories of O(plan) for it
+        (the one derivation of C(<root>/releases/<id>)).
     type: dict
   target_config:
     description: The target's parsed C(config.json); checks it against O(plan) instead of building a plan.
@@ -114,6 +126,14 @@ errors:
   returned: when a plan is built
   type: list
   elements: str
+release_id:
+  description: The release id, with O(release_python).
+  returned: with O(release_python)
+  type: str
+release_dir:
+  description: The release directory C(<root>/releases/<id>), with O(release_python).
+  returned: with O(release_python)
+  type: str
 architecture:
   description: The target's architecture (V(dense) or V(hybrid_gdn)), with O(target_config).
   returned: with O(target_config)

@@ -122,7 +122,9 @@ options:
         the new path is missing).
       - That is only the launch flag echoed back, so the probe's own answer must also prove that
         speculation ran (C(spec_verify_ct) > 0 or a C(spec_accept_length)); otherwise C(spec_mismatch).
-        Use the C(native) probe api with it (sglang's OpenAI answers carry no speculative counters).
+        sglang's OpenAI answers carry no speculative counters - with O(probe.api=openai) one native
+        C(POST /generate) is sent after the chat completion and its counters are the evidence.
+        RV(speculation_evidence) names what proved it.
     type: str
   min_accept_length:
     description:
@@ -436,6 +438,13 @@ notes:
   type: list
   elements: str
   sample: []
+speculation_evidence:
+  description:
+    - With O(expect_speculative_algorithm), what proved that speculative decoding ran - the probe's own counters, or
+      the one native C(POST /generate) an O(probe.api=openai) run sends; null otherwise.
+  returned: always
+  type: str
+  sample: "the probe's answer: spec_verify_ct=5, spec_accept_length=3.2"
 port_owner:
   description:
     - Who held the port when the server first answered (O(check_port_owner)) - C(state) C(own) (C(pids)),

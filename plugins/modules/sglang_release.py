@@ -56,7 +56,7 @@ options:
     description: Failure (cause) classes that move the ladder to the next envelope.
     type: list
     elements: str
-    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture]
+    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture, mamba_cache_oom]
   files:
     description:
       - The live files of the deploy, by role (C(unit), C(env), C(config)), as paths on the host. Their last
@@ -272,7 +272,7 @@ ARGUMENT_SPEC = dict(
     ladder=dict(type="list", elements="str", default=[]),
     envelopes=dict(type="dict", default={}),
     ladder_failure_classes=dict(
-        type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture"]
+        type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture", "mamba_cache_oom"]
     ),
     files=dict(type="dict", default={}),
     restart_requested=dict(type="bool", default=False),

@@ -32,6 +32,12 @@ UNIT = "sglang.service"
 # Host variables set on the AWX inventory for the lab host: a short stability window keeps the
 # suite lean (the window itself is tested by molecule).
 LAB_HOST_VARS = {"sglang_service_settle_s": 2}
+# The lab host is reached with the lab's connection (lab/connection/podman.py: one nsenter per task,
+# modules pipelined; the short name `podman` resolves to it through ANSIBLE_CONNECTION_PLUGINS),
+# set on the AWX inventory as a host variable over the SCM source's containers.podman.podman:
+# about half the time per job. A GPU host is reached over SSH; neither podman connection is what
+# these jobs test (tests/ee runs one over SSH, inside the execution environment).
+LAB_CONNECTION = {"ansible_connection": "podman"}
 # Release B: the same inputs with another path to the same Python, so a new release id.
 RELEASE_B_VARS = {"sglang_runtime_python_interpreter": "/usr/bin/python3.11"}
 FAST_ENV = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5"}
@@ -44,6 +50,7 @@ def lab_env():
         SPECDEC_LAB_PREFIX=PREFIX,
         SPECDEC_REPO=str(REPO),
         ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection"),
     )
     return env
 
@@ -108,7 +115,7 @@ class Lab:
             answers=answers or {},
             launch=launch,
             envvars={"SPECDEC_LAB_PREFIX": PREFIX, "SPECDEC_REPO": str(REPO), **lab_env_subset()},
-            host_vars={HOST: {**LAB_HOST_VARS, **(host_vars or {})}},
+            host_vars={HOST: {**LAB_CONNECTION, **LAB_HOST_VARS, **(host_vars or {})}},
             job_timeout=1500,
             job_id=self.jobs,
             workflow=workflow,
@@ -126,7 +133,10 @@ class Lab:
 
 
 def lab_env_subset():
-    return {"CONTAINERS_CONF": str(REPO / "lab" / "containers.conf")}
+    return {
+        "CONTAINERS_CONF": str(REPO / "lab" / "containers.conf"),
+        "ANSIBLE_CONNECTION_PLUGINS": str(REPO / "lab" / "connection"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +145,7 @@ def lab(tmp_path_factory):
     sh([lab_bin, "down"], timeout=120, check=False)
     sh([lab_bin, "up", "1"], timeout=900)
     try:
-        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", HOST], timeout=900)
+        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", HOST, "-e", "ansible_connection=podman"], timeout=900)
         yield Lab(tmp_path_factory.mktemp("awx-jobs"))
     finally:
         sh([lab_bin, "down"], timeout=120, check=False)
@@ -164,6 +174,16 @@ def test_deploy_succeeds(lab):
     assert deploy["probe_tokens_per_s"] > 0
     assert deploy["spec_accept_length"] >= 1
     assert [a["envelope"] for a in result.artifacts["sglang_deploy_attempts"][HOST]] == ["full"]
+    # the fleet summary (last play of playbooks/deploy.yml, json_query over the reports) as AWX reads it
+    fleet = result.artifacts["sglang_deploy_fleet"]
+    assert fleet["hosts_by_release"] == {deploy["release_id"]: [HOST]}
+    assert (fleet["hosts_ok"], fleet["hosts_failed"], fleet["failed"]) == (1, 0, [])
+    assert fleet["slowest_time_to_ready"] == {
+        "host": HOST,
+        "release_id": deploy["release_id"],
+        "time_to_ready_s": deploy["time_to_ready_s"],
+    }
+    assert fleet["lowest_accept_length"]["spec_accept_length"] == deploy["spec_accept_length"]
     assert generate() > 0
     lab.release["A"] = deploy["release_id"]
 

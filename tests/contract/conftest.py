@@ -48,7 +48,7 @@ def sglang_tree():
 
 @pytest.fixture(scope="session")
 def sglang_source_tree(sglang_tree) -> pathlib.Path:
-    """The real sglang 0.5.23 source tree (the version the collection pins)."""
+    """The real sglang 0.5.23 source tree (ddtree-0.5.23 and the simulator's flags are checked against it)."""
     return sglang_tree(SGLANG_VERSION)
 
 

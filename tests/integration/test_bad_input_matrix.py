@@ -152,11 +152,48 @@ CASES = [
          "sglang_service_extra_flags", "which the role manages"),
     case("draft-tokens-not-block-size", DEPLOY, ["sglang_service_speculative_num_draft_tokens=8"],
          "sglang_service_speculative_num_draft_tokens", "must equal sglang_service_dflash_block_size=16"),
-    # DDTREE takes patchsets/ddtree-<sglang_runtime_sglang.version>: the runtime role's version, not a copy
+    # --- the deploy plan: the runtime against sglang's own requirements, patch sets by capability ----
+    # The lab installs the real sglang wheel: its Requires-Dist decides, as on a real host.
+    case("sglang-0.5.23-over-torch-2.11", DEPLOY, ["sglang_runtime_sglang_version=0.5.23"],
+         "sglang_runtime_manifest[0] (torch)", "sglang 0.5.23 requires torch==2.14.1",
+         "Requires-Dist of sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl", "the manifest has torch 2.11.0+cu130"),
+    # The stub kernel carries the real sglang-kernel 0.4.10's Requires-Dist.
+    case("kernel-for-another-torch", DEPLOY, [json.dumps({"sglang_runtime_manifest": [
+        {"name": "torch", "version": "2.11.0", "local": "cu130", "import": "torch", "source": "wheelhouse",
+         "wheel": str(REPO / ".cache/stub-wheels/torch-2.11.0+cu130-py3-none-any.whl"),
+         "sha256": "f8725a0d2b47ab7d72c2a194f217d9820c4d348de67462446e523a5d8fe5fc07"},
+        {"name": "sglang-kernel", "version": "0.4.10", "local": "", "import": "sgl_kernel", "source": "wheelhouse",
+         "wheel": str(REPO / ".cache/stub-wheels/torch-2.14/sglang_kernel-0.4.10-py3-none-any.whl"),
+         "sha256": "00e3fd018178bd92f99af4d8ce12fc3fa400c2a0c0eaeb7268014254dd89ac6b"}]})],
+         "sglang_runtime_manifest[0] (torch)", "sglang-kernel 0.4.10 requires torch==2.14.1",
+         "Requires-Dist of sglang_kernel-0.4.10-py3-none-any.whl"),
+    case("sglang-version-unknown", DEPLOY,
+         ['{"sglang_runtime_sglang": {"version": "0.5.99", "source": "index", "wheel": "", "sha256": "", "git_url": "",'
+          ' "git_ref": "", "no_deps": false}}'],
+         "sglang_runtime_sglang.version=0.5.99", "not a known runtime", "knows 0.5.17, 0.5.23"),
+    case("sglang-version-malformed", DEPLOY, ["sglang_runtime_sglang_version=latest"], "sglang_runtime_sglang_version",
+         'an sglang version such as "0.5.17"'),
     case("ddtree-no-set-for-sglang-version", DEPLOY,
          ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_runtime_sglang": {"version": "0.5.99",'
           ' "source": "index", "wheel": "", "sha256": "", "git_url": "", "git_ref": "", "no_deps": false}}'],
-         "sglang_runtime_patch_sets[0]", "ddtree-0.5.99 has no patchset.yml", "ddtree-0.5.17, ddtree-0.5.23"),
+         "sglang_service_speculative_algorithm=DDTREE", "needs a patch set for sglang 0.5.99",
+         "ddtree-0.5.17 (sglang 0.5.17", "ddtree-0.5.23 (sglang 0.5.23"),
+    case("ddtree-on-a-runtime-no-set-serves", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "triton",'
+          ' "sglang_runtime_sglang_version": "0.5.23"}'],
+         "sglang_service_speculative_algorithm=DDTREE on sglang 0.5.23",
+         "ddtree-0.5.23 does not serve sglang_service_speculative_algorithm=DDTREE (it serves none)",
+         "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense;"
+         " attention_backends: triton, flashinfer)"),
+    case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
+         "sglang_service_speculative_algorithm=DDTREE",
+         "ddtree-0.5.17 does not serve sglang_service_attention_backend=(unset) (it serves triton, flashinfer)"),
+    case("ddtree-backend-ignoring-tree-masks", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "fa3"}'],
+         "sglang_service_speculative_algorithm=DDTREE",
+         "sglang_service_attention_backend=fa3 (it serves triton, flashinfer)"),
+    case("patch-set-without-manifest", DEPLOY, ['{"sglang_deploy_patch_sets": ["/nonexistent/ddtree"]}'],
+         "sglang_deploy_patch_sets[0]", "has no patchset.yml"),
     case("ddtree-budget-with-dflash", DEPLOY, ["sglang_service_ddtree_budget=4"], "sglang_service_ddtree_budget",
          "allowed with DFLASH: 0"),
     case("probe-timeout-beyond-startup", DEPLOY, ['{"sglang_service_probe": {"prompt": "hi", "timeout": 300}}'],
@@ -244,7 +281,7 @@ def validation_task_names(playbook):
     if imported:
         first = yaml.safe_load((REPO / playbook).parent.joinpath(imported).read_text())
     names.update(t["name"] for t in first[0]["tasks"])
-    for validate in REPO.glob("roles/*/tasks/validate.yml"):
+    for validate in [*REPO.glob("roles/*/tasks/validate.yml"), *REPO.glob("roles/*/tasks/plan.yml")]:
         names.update(t["name"] for t in yaml.safe_load(validate.read_text()))
     return names
 

@@ -115,3 +115,26 @@ def test_a_non_streamed_generation_in_flight_also_drains(start_sim):
     status, body = result[0]
     assert status == 200 and body["meta_info"]["completion_tokens"] == 64
     assert sim.wait_exit(5) == 0
+
+
+def test_metrics_are_served_like_sglang_only_with_enable_metrics(start_sim):
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415  (controller-only dependency)
+
+    sim = start_sim(extra_args=["--enable-metrics"], env=SLOW, spec=True)
+    sim.wait_ready()
+    assert sim.generate(max_new_tokens=16)[0] == 200
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=5)
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("content-type").startswith("text/plain; version=0.0.4")
+    samples = {
+        (s.name, s.labels.get("is_streaming")): s.value
+        for family in text_string_to_metric_families(resp.read().decode())
+        for s in family.samples
+    }
+    assert samples[("sglang:generation_tokens_total", "false")] == 16
+    assert samples[("sglang:spec_accept_length", None)] > 3
+    assert samples[("sglang:spec_verify_calls_total", None)] >= 1
+    plain = start_sim(env=SLOW)
+    plain.wait_ready()
+    assert plain.http("GET", "/metrics")[0] == 404

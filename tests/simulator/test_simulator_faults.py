@@ -177,3 +177,21 @@ def test_low_acceptance_reports_accept_length_near_one(start_sim):
     meta = sim.generate(max_new_tokens=16)[1]["meta_info"]
     assert 1.0 <= meta["spec_accept_length"] < 1.2
     assert meta["spec_verify_ct"] >= 13 and meta["completion_tokens"] == 16
+
+
+def test_a_wedge_and_an_accept_length_collapse_can_be_injected_after_a_good_start(start_sim):
+    sim = start_sim(
+        spec=True, env={"SGLANG_SIM_LOAD_S": "0.2", "SGLANG_SIM_WARMUP_S": "0.2", "SGLANG_SIM_HEALTH_TIMEOUT_S": "1"}
+    )
+    sim.wait_ready()
+    status, body = sim.generate()
+    assert status == 200 and body["meta_info"]["spec_accept_length"] > 3
+    sim.proc.send_signal(signal.SIGUSR2)
+    sim.wait_log("fault low_acceptance injected", 2)
+    status, body = sim.generate()
+    assert status == 200 and body["meta_info"]["spec_accept_length"] < 1.2
+    sim.proc.send_signal(signal.SIGUSR1)
+    sim.wait_log("fault wedged injected", 2)
+    with pytest.raises(TimeoutError):
+        sim.generate(timeout=1)
+    assert sim.http("GET", "/v1/models")[0] == 200

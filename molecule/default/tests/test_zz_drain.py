@@ -109,7 +109,14 @@ def drained(host):
             os.environ["MOLECULE_INVENTORY_FILE"],
             str(REPO / "playbooks" / "deploy.yml"),
             "-e",
-            json.dumps({"sglang_service_environment": environment, "sglang_service_report_dir": ""}),
+            # no stability window: the restart and the drain are what this deploy is for
+            json.dumps(
+                {
+                    "sglang_service_environment": environment,
+                    "sglang_service_report_dir": "",
+                    "sglang_service_settle_s": 0,
+                }
+            ),
         ],
         cwd=str(REPO),
         check=False,

@@ -2,7 +2,9 @@
 
 import time
 
+import pytest
 from lab_snapshot import snapshot
+from scenario_fixtures import current, last_good, unit_properties
 
 
 def test_the_deploy_failed_in_the_stability_window_after_a_good_first_answer(report):
@@ -23,19 +25,26 @@ def test_the_rollback_proved_release_1_with_its_own_window(report):
     assert report["rollback"]["settle"]["n_restarts"] == 0
 
 
-def test_the_last_good_release_is_still_release_1(lab, report):
-    assert lab["last_good"]["release_id"] == report["previous_release_id"]
-    assert lab["last_good"]["release_id"] != report["release_id"]
-    assert lab["current"] == f"/opt/sglang/releases/{report['previous_release_id']}"
-    assert "SGLANG_SIM_FAULT" not in lab["env_file"]["content"]
+@pytest.fixture(scope="module")
+def first_look(lab_host):
+    """The unit's properties when the tests start (right after converge)."""
+    return unit_properties(lab_host)
 
 
-def test_fifteen_seconds_later_release_1_serves_with_no_restarts(host, key, lab):
+def test_the_last_good_release_is_still_release_1(lab_host, report, first_look):
+    record = last_good(lab_host)
+    assert record["release_id"] == report["previous_release_id"]
+    assert record["release_id"] != report["release_id"]
+    assert current(lab_host) == f"/opt/sglang/releases/{report['previous_release_id']}"
+    assert not lab_host.file("/etc/sglang/sglang.env").contains("SGLANG_SIM_FAULT")
+
+
+def test_fifteen_seconds_later_release_1_serves_with_no_restarts(lab_host, key, first_look):
     time.sleep(15)
-    later = snapshot(host, key=key)
-    assert later["show"]["ActiveState"] == "active"
-    assert later["show"]["NRestarts"] == "0"
-    assert later["show"]["MainPID"] == lab["show"]["MainPID"] != "0"
-    answer = later["generate_with_key"]
+    later = unit_properties(lab_host)
+    assert later["ActiveState"] == "active"
+    assert later["NRestarts"] == "0"
+    assert later["MainPID"] == first_look["MainPID"] != "0"
+    answer = snapshot(lab_host, key=key)["generate_with_key"]
     assert answer["status"] == 200
     assert answer["body"]["meta_info"]["completion_tokens"] == 8

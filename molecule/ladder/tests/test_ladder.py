@@ -5,6 +5,9 @@ import os
 import pathlib
 
 from lab_snapshot import controller_reports
+from scenario_fixtures import last_good
+
+UNIT_FILE = "/etc/systemd/system/sglang.service"
 
 
 def test_first_run_walked_the_ladder_from_full_to_small(host):
@@ -22,13 +25,13 @@ def test_second_run_started_from_the_recorded_envelope_without_a_restart(report)
     assert [a["envelope"] for a in report["attempts"]] == ["small"]
 
 
-def test_service_runs_the_small_envelope(lab):
-    lines = lab["unit_file"]["content"].splitlines()
+def test_service_runs_the_small_envelope(lab_host, lab):
+    lines = lab_host.file(UNIT_FILE).content_string.splitlines()
     assert "    --mem-fraction-static 0.95 \\" in lines
     assert "    --context-length 32768 \\" in lines
-    assert "SGLANG_SIM_FAULT" not in lab["env_file"]["content"]
-    assert lab["show"]["ActiveState"] == "active"
-    assert lab["last_good"]["envelope"] == "small"
+    assert not lab_host.file("/etc/sglang/sglang.env").contains("SGLANG_SIM_FAULT")
+    assert lab_host.service("sglang").is_running
+    assert last_good(lab_host)["envelope"] == "small"
     assert lab["generate_with_key"]["body"]["meta_info"]["completion_tokens"] == 8
 
 
@@ -48,7 +51,7 @@ def test_preflight_plan_skipped_the_envelope_that_cannot_fit(host):
     assert [a["envelope"] for a in first["attempts"]] == ["full", "small"]  # huge never started
 
 
-def test_deploy_with_no_fitting_envelope_refused_before_the_unit_started(lab):
+def test_deploy_with_no_fitting_envelope_refused_before_the_unit_started(lab_host):
     refused = _controller_file("refused-deploy.json")
     assert refused["rc"] != 0
     out = refused["stdout"] + refused["stderr"]
@@ -57,5 +60,5 @@ def test_deploy_with_no_fitting_envelope_refused_before_the_unit_started(lab):
     assert "TASK [specdec.sglang.sglang_preflight : Plan each envelope from config.json" in out
     assert "Render the unit" not in out and "sglang_runtime : Create the venv" not in out  # stopped in preflight
     # the unit was not restarted: it still serves the envelope the first deploy proved
-    assert "    --context-length 32768 \\" in lab["unit_file"]["content"].splitlines()
-    assert lab["show"]["ActiveState"] == "active"
+    assert "    --context-length 32768 \\" in lab_host.file(UNIT_FILE).content_string.splitlines()
+    assert lab_host.service("sglang").is_running

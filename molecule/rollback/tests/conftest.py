@@ -5,4 +5,4 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
 
-from scenario_fixtures import key, lab, report  # noqa: F401
+from scenario_fixtures import key, lab, lab_host, report  # noqa: F401

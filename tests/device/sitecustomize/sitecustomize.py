@@ -1,42 +1,87 @@
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Device runs only: let sglang 0.5.17 register its configs over the host's newer transformers.
+"""Device runs only: let sglang 0.5.17 run over the lent GPU host's newer transformers (5.17).
 
-transformers 5.17 on the lent GPU host already registers ``qwen3_asr``; sglang 0.5.17 registers
-it again with ``AutoConfig.register`` and that raises. On PYTHONPATH, this makes ``register``
-default to ``exist_ok=True``. Lazy: nothing is imported until transformers' auto-config module
-is, so every other Python process (Ansible's included) starts as fast as without it.
+sglang 0.5.17 pins transformers 5.12.1; the host has 5.17, and two things differ:
+
+1. transformers 5.17 already registers ``qwen3_asr``; sglang 0.5.17 registers it again with
+   ``AutoConfig.register`` and that raises. Here ``register`` defaults to ``exist_ok=True``.
+2. transformers 5.17's ``modeling_qwen2_5_vl`` no longer defines ``Qwen2_5_VisionRotaryEmbedding``,
+   which sglang 0.5.17's ``models/qwen2_5_vl.py`` imports; ``multimodal/processors/qwen_vl.py`` then
+   fails to import and no processor is registered for ``Qwen3_5ForConditionalGeneration`` (the
+   mission's model class). Here the module gets the standard vision rotary embedding back when it
+   lacks it: ``inv_freq = 1 / theta^(arange(0, dim, 2) / dim)``, ``forward(seqlen)`` = the outer
+   product of ``arange(seqlen)`` and ``inv_freq``.
+
+A real host with the pinned transformers meets neither: nothing here is part of what the
+collection installs. On PYTHONPATH; lazy: nothing is imported until transformers' own module is,
+so every other Python process (Ansible's included) starts as fast as without it.
 """
 
 import importlib.abc
 import importlib.util
 import sys
 
-_TARGET = "transformers.models.auto.configuration_auto"
+_AUTO_CONFIG = "transformers.models.auto.configuration_auto"
+_QWEN2_5_VL = "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl"
 
 
-class _RegisterExistOk(importlib.abc.MetaPathFinder):
+def _register_exist_ok(module):
+    auto = module.AutoConfig
+    register = auto.register
+
+    def register_exist_ok(model_type, config, exist_ok=False):
+        return register(model_type, config, exist_ok=True)
+
+    auto.register = staticmethod(register_exist_ok)
+
+
+def _vision_rotary_embedding(module):
+    if hasattr(module, "Qwen2_5_VisionRotaryEmbedding"):
+        return
+    import torch  # noqa: PLC0415 - only once transformers' module is imported (torch is there then)
+    from torch import nn  # noqa: PLC0415
+
+    class Qwen2_5_VisionRotaryEmbedding(nn.Module):  # the name sglang 0.5.17 imports
+        def __init__(self, dim, theta=10000.0):
+            super().__init__()
+            inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+        def forward(self, seqlen):
+            seq = torch.arange(seqlen, device=self.inv_freq.device, dtype=self.inv_freq.dtype)
+            return torch.outer(seq, self.inv_freq)
+
+    module.Qwen2_5_VisionRotaryEmbedding = Qwen2_5_VisionRotaryEmbedding
+
+
+_PATCHES = {_AUTO_CONFIG: _register_exist_ok, _QWEN2_5_VL: _vision_rotary_embedding}
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    def __init__(self):
+        self.pending = dict(_PATCHES)
+
     def find_spec(self, name, path=None, target=None):
-        if name != _TARGET:
+        patch = self.pending.pop(name, None)
+        if patch is None:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.pending:
+                sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
 
         def patched(module):
             exec_module(module)
-            auto = module.AutoConfig
-            register = auto.register
-
-            def register_exist_ok(model_type, config, exist_ok=False):
-                return register(model_type, config, exist_ok=True)
-
-            auto.register = staticmethod(register_exist_ok)
+            patch(module)
 
         spec.loader.exec_module = patched
         return spec
 
 
-sys.meta_path.insert(0, _RegisterExistOk())
+sys.meta_path.insert(0, _PatchAfterImport())

@@ -280,3 +280,24 @@ def test_verify_state_steps_are_the_tree_nodes(block, env, steps):
 def test_tree_mask_backends_are_the_ones_that_read_the_mask():
     # FA3 / FA4 build a tree mask only for EAGLE's topk > 1: under DDTREE's topk 1 they ignore it.
     assert du.TREE_MASK_ATTENTION_BACKENDS == ("triton", "flashinfer")
+
+
+# --- what the sets declare (the deploy plan chooses a set by it) --------------------------------
+
+
+def _serves(name):
+    import yaml  # noqa: PLC0415 - the unit venv has PyYAML
+
+    return yaml.safe_load((REPO / "patchsets" / name / "patchset.yml").read_text())["serves"]
+
+
+def test_the_0_5_17_set_declares_hybrid_targets_and_the_backends_its_code_allows():
+    serves = _serves("ddtree-0.5.17")
+    assert serves["algorithms"] == ["DDTREE"]
+    assert serves["architectures"] == ["dense", "hybrid_gdn"]
+    # One owner: the backends sglang is refused with (_check_ddtree_backends) are the set's own list.
+    assert serves["attention_backends"] == list(du.TREE_MASK_ATTENTION_BACKENDS)
+
+
+def test_the_0_5_23_set_serves_no_algorithm_until_its_worker_verifies_trees():
+    assert _serves("ddtree-0.5.23")["algorithms"] == []

@@ -77,6 +77,10 @@ class Engine:
         self._generations = 0
         self.hung_requests = 0
         self.in_flight = 0
+        # /metrics (--enable-metrics): what sglang's metrics collector would have counted
+        self.generation_tokens_total = {"false": 0, "true": 0}
+        self.spec_verify_calls_total = 0
+        self.last_accept_length = 0.0
         self.draining = False
         self.scheduler = None  # the scheduler child process (serve() starts it)
         self._never = threading.Event()
@@ -182,6 +186,11 @@ class Engine:
                 spec_num_proposed_drafts=proposed,
                 spec_verify_ct=verify_ct,
             )
+        with self._lock:
+            self.generation_tokens_total["true" if on_tokens else "false"] += n
+            if "spec_verify_ct" in meta:
+                self.spec_verify_calls_total += meta["spec_verify_ct"]
+                self.last_accept_length = meta["spec_accept_length"]
         meta["e2e_latency"] = round(time.monotonic() - tic, 6)
         return {"text": text, "output_ids": output_ids, "meta_info": meta}
 
@@ -369,6 +378,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(503)
             return
         self._send(200)
+
+    def metrics(self):
+        """sglang's Prometheus endpoint: mounted only with --enable-metrics (404 otherwise, like sglang)."""
+        engine = self.engine
+        if not engine.args.enable_metrics:
+            self._send(404, {"detail": "Not Found"})
+            return
+        label = 'model_name="%s"' % engine.served_model_name.replace("\\", "\\\\").replace('"', '\\"')
+        lines = [
+            "# HELP sglang:num_running_reqs The number of running requests.",
+            "# TYPE sglang:num_running_reqs gauge",
+            "sglang:num_running_reqs{%s} %d" % (label, engine.in_flight),
+            "# HELP sglang:spec_accept_length Mean acceptance length of speculative decoding.",
+            "# TYPE sglang:spec_accept_length gauge",
+            "sglang:spec_accept_length{%s} %s" % (label, float(engine.last_accept_length)),
+            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE sglang:generation_tokens_total counter",
+        ]
+        for streaming, total in sorted(engine.generation_tokens_total.items()):
+            lines.append('sglang:generation_tokens_total{%s,is_streaming="%s"} %d' % (label, streaming, total))
+        lines += [
+            "# HELP sglang:spec_verify_calls_total Number of speculative verify calls.",
+            "# TYPE sglang:spec_verify_calls_total counter",
+            "sglang:spec_verify_calls_total{%s} %d" % (label, engine.spec_verify_calls_total),
+        ]
+        self._send(200, ("\n".join(lines) + "\n").encode(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     def ready(self):
         self._send(200 if self.engine.status != "starting" else 503)
@@ -567,6 +602,7 @@ GET_ROUTES = {
     "/model_info": Handler.model_info,
     "/get_server_info": Handler.get_server_info,
     "/server_info": Handler.server_info,
+    "/metrics": Handler.metrics,
 }
 POST_ROUTES = {"/generate": Handler.generate, "/v1/chat/completions": Handler.chat_completions}
 
@@ -624,6 +660,10 @@ def serve(engine: Engine, start: float) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
+    # Test hooks (real sglang has none; it dies of SIGUSR1/2): a fault injected AFTER a good start, for the
+    # generation watchdog's tests. Local only: a signal needs root or the service user on the host.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _inject(engine, "wedged"))
+    signal.signal(signal.SIGUSR2, lambda signum, frame: _inject(engine, "low_acceptance"))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
 
     if not args.skip_server_warmup:
@@ -642,6 +682,11 @@ def serve(engine: Engine, start: float) -> int:
 
     stop.wait()
     return 0
+
+
+def _inject(engine: Engine, fault: str) -> None:
+    engine.fault = fault
+    raw(f"sglang-engine-simulator: TEST HOOK: fault {fault} injected by signal (the engine was serving)")
 
 
 def _drain_then_stop(engine: Engine, server: Server, stop: threading.Event) -> None:

@@ -43,7 +43,7 @@ REAL_LINES = [
     ("cuda_error", "RuntimeError: CUDA error: an illegal memory access was encountered"),
     ("cuda_error", "RuntimeError: CUDA error: device-side assert triggered"),
     ("cuda_error", "RuntimeError: CUDA driver error: unknown error"),
-    ("cuda_error", "RuntimeError: No CUDA GPUs are available"),
+    ("gpu_not_visible", "RuntimeError: No CUDA GPUs are available"),
     ("cuda_error", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp"),
     (
         "abi_mismatch",

@@ -886,3 +886,66 @@ def test_no_port_means_no_owner_check():
     readiness, _clock, _, _ = make(healthy_server())
     readiness.port_check = lambda port, root: pytest.fail("checked without a port")
     assert readiness.run()["ready"] is True
+
+
+# -- openai probe with speculation ------------------------------------------------------------------------
+
+
+def openai_server(native=None):
+    chat = {
+        "choices": [{"message": {"content": " hi"}, "finish_reason": "length"}],
+        "usage": {"completion_tokens": 16},
+    }
+    base = healthy_server(gen=native if native is not None else (0.2, 200, generated()))
+
+    def behaviour(t):
+        routes = dict(base(t))
+        if t >= 12.0:
+            routes[("POST", "/v1/chat/completions")] = (0.3, 200, chat)
+            routes[("GET", "/v1/models")] = (0.01, 200, {"data": [{"id": "m"}]})
+        return routes
+
+    return behaviour
+
+
+def test_openai_probe_on_a_speculative_server_is_ready_with_one_native_call_as_evidence():
+    readiness, _, sglang, _ = make(
+        openai_server(),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+        min_accept_length=2,
+    )
+    result = readiness.run()
+    assert result["ready"] is True, result["reason"]
+    assert sglang.paths("POST") == ["/v1/chat/completions", "/generate"]
+    assert result["speculation_evidence"].startswith("one native POST /generate")
+    assert "spec_verify_ct=5" in result["speculation_evidence"]
+    assert result["probe"]["api"] == "openai"
+
+
+def test_openai_probe_whose_native_call_shows_no_speculation_is_spec_mismatch():
+    readiness, _, _, _ = make(
+        openai_server(native=(0.2, 200, generated(accept=None))),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+    )
+    result = readiness.run()
+    assert result["ready"] is False and result["failure_class"] == "spec_mismatch"
+    assert "one native POST /generate sent to check: it shows no spec_verify_ct" in result["reason"]
+
+
+def test_openai_accept_length_floor_is_checked_on_the_native_counters():
+    readiness, _, _, _ = make(
+        openai_server(native=(0.2, 200, generated(accept=1.05))),
+        probe=http_probe.ProbeSettings(api="openai"),
+        expect_speculative_algorithm="DFLASH",
+        min_accept_length=2,
+    )
+    result = readiness.run()
+    assert result["failure_class"] == "low_acceptance" and "1.05" in result["reason"]
+
+
+def test_native_probe_names_its_own_answer_as_the_evidence():
+    result = make(healthy_server(), expect_speculative_algorithm="DFLASH")[0].run()
+    assert result["ready"] is True
+    assert result["speculation_evidence"] == "the probe's answer: spec_verify_ct=5, spec_accept_length=3.2"

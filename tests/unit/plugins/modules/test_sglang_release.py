@@ -279,6 +279,17 @@ def test_report_of_a_success_is_the_summary(monkeypatch, capsys, tree):
     assert out["text"][0] == "sglang.service on lab1 serves release r2 (restarted)"
 
 
+def test_report_says_when_the_previous_servers_drain_was_cut_by_the_stop_timeout(monkeypatch, capsys, tree):
+    readiness = {"ready": True, "probe": {"completion_tokens": 16}, "server": {"version": "0.5.23"}}
+    common = dict(step="report", host="lab1", envelope="full", readiness=readiness, attempts=[{"envelope": "full"}])
+    out = run(monkeypatch, capsys, tree, restarted=True, fields={"stop_result": "timeout"}, **common)
+    assert out["report"]["stop_result"] == "timeout"
+    assert any("stop_result: timeout" in line and "SIGKILLed" in line for line in out["text"])
+    clean = run(monkeypatch, capsys, tree, restarted=True, fields={"stop_result": "success"}, **common)
+    assert clean["report"]["stop_result"] == "success"
+    assert not any("stop_result" in line for line in clean["text"])
+
+
 def test_target_is_the_previous_good_release(monkeypatch, capsys, tree):
     good_deploy(tree)
     out = run(monkeypatch, capsys, tree, step="target")
