@@ -533,7 +533,7 @@ def _min_fraction(geo, draft, envelope, kwargs) -> float | None:
     lo, hi = 0.0, 0.999
     if not _fits(geo, draft, envelope, kwargs, hi):
         return None
-    for _ in range(40):
+    for _halving in range(40):
         mid = (lo + hi) / 2
         if _fits(geo, draft, envelope, kwargs, mid):
             hi = mid
