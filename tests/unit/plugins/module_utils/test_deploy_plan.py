@@ -250,7 +250,7 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
     assert plan["paths"]["unit"] == "/etc/systemd/system/sglang.service"
     assert plan["paths"]["env"] == "/etc/sglang/sglang.env"
     assert plan["patch_sets"][0]["name"] == f"ddtree-{DEFAULT_VERSION}"
-    assert plan["target_checks"] == {"architectures": ["dense"]}
+    assert plan["target_checks"] == {"architectures": ["dense", "hybrid_gdn"]}  # ddtree-0.5.17 serves both
     assert plan["cuda_version"] == "13.0" and plan["gpus_wanted"] == 1
     assert len(plan["release"]["inputs_sha256"]) == 64
     assert plan["release"]["inputs"]["patch_sets"][0]["dir"] == f"ddtree-{DEFAULT_VERSION}"
