@@ -70,6 +70,7 @@ def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path:
         "current": posixpath.join(root, "current"),
         "state": posixpath.join(root, "state", "last_good"),
         "tools": posixpath.join(root, "tools"),
+        "model_manifests": posixpath.join(root, "state", "model-manifests"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
         "unit": f"/etc/systemd/system/{unit}" if unit else "",
         "env": posixpath.join(config_dir, f"{unit_name}.env") if unit and config_dir else "",

@@ -184,7 +184,7 @@ def _python_offences(name, text, variable, literal):
             and isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and literal in node.value
-            and "\n" not in node.value  # a docstring describes, it does not set
+            and not re.search(r"\s", node.value)  # prose (a docstring, a message) describes, it does not set
         ):
             found.append(f"{name}:{node.lineno}: {node.value[:80]!r}")
     return found
