@@ -183,7 +183,7 @@ CASES = [
           ' "sglang_runtime_sglang_version": "0.5.23"}'],
          "sglang_service_speculative_algorithm=DDTREE on sglang 0.5.23",
          "ddtree-0.5.23 does not serve sglang_service_speculative_algorithm=DDTREE (it serves none)",
-         "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense;"
+         "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense, hybrid_gdn;"
          " attention_backends: triton, flashinfer)"),
     case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
          "sglang_service_speculative_algorithm=DDTREE",

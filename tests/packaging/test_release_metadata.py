@@ -58,6 +58,18 @@ def test_role_min_ansible_version_is_the_lowest_core_ci_tests(role):
     assert str(meta["galaxy_info"]["min_ansible_version"]) == _tested_cores()[0]
 
 
+def _pins(path):
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", path.read_text(), re.M))
+
+
+@pytest.mark.parametrize("req", sorted(p.name for p in (REPO / "requirements").glob("venv-core-*.txt")))
+def test_a_core_venv_pins_the_rest_as_the_controller_does(req):
+    controller = _pins(REPO / "requirements/controller.txt")
+    extra = {name: version for name, version in _pins(REPO / "requirements" / req).items() if name != "ansible-core"}
+    assert extra, f"{req} holds no test dependencies"
+    assert {name: controller.get(name) for name in extra} == extra
+
+
 def test_each_tested_core_has_its_sanity_ignore_file():
     for core in _tested_cores():
         assert (REPO / f"tests/sanity/ignore-{core}.txt").is_file(), f"tests/sanity/ignore-{core}.txt missing"
