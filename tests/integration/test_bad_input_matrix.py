@@ -289,7 +289,8 @@ def validation_task_names(playbook):
     if imported:
         first = yaml.safe_load((REPO / playbook).parent.joinpath(imported).read_text())
     names.update(t["name"] for t in first[0]["tasks"])
-    for validate in [*REPO.glob("roles/*/tasks/validate.yml"), *REPO.glob("roles/*/tasks/plan.yml")]:
+    entry_points = ("validate", "plan", "defaults")  # controller-only entry points of the roles
+    for validate in [path for name in entry_points for path in REPO.glob(f"roles/*/tasks/{name}.yml")]:
         names.update(t["name"] for t in yaml.safe_load(validate.read_text()))
     return names
 
