@@ -17,7 +17,7 @@ What it decides:
   serves none); a request no set serves is refused naming every set and what it serves. What only
   the host knows (the target's architecture, ``model_config.architecture_of``) is left in
   ``plan['target_checks']`` for preflight (``check_target``);
-- the paths (``paths``), with the release directory derived in one function (``release_dir``).
+- the paths (``paths``), with the release directory derived in one function (``release.release_dir``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import posixpath
 
 from ansible_collections.specdec.sglang.plugins.module_utils import runtime_coherence
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
+from ansible_collections.specdec.sglang.plugins.module_utils.release import release_dir, releases_dir
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
     check_controller_inputs,
@@ -60,26 +61,22 @@ def deferred_inputs(args: dict) -> str:
 # --- paths ------------------------------------------------------------------------------------
 
 
-def release_dir(root: str, release_id: str) -> str:
-    """The one derivation of a release's directory: ``<root>/releases/<id>``."""
-    return posixpath.join(str(root), "releases", str(release_id))
-
-
 def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str) -> dict:
     """Every path the deploy writes or reads, from the variables that own them."""
     unit = f"{unit_name}.service" if unit_name else ""
     return {
         "root": root,
-        "releases": posixpath.join(root, "releases"),
+        "releases": releases_dir(root),
         "current": posixpath.join(root, "current"),
         "state": posixpath.join(root, "state", "last_good"),
         "tools": posixpath.join(root, "tools"),
+        "model_manifests": posixpath.join(root, "state", "model-manifests"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
         "unit": f"/etc/systemd/system/{unit}" if unit else "",
         "env": posixpath.join(config_dir, f"{unit_name}.env") if unit and config_dir else "",
         "config": posixpath.join(config_dir, f"{unit_name}.yaml") if unit and config_dir else "",
         "cache": cache_dir,
-        "disk_check": disk_path,
+        "disk_check": disk_path or root or "/",
     }
 
 

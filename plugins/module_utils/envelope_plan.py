@@ -309,7 +309,7 @@ def sglang_memory(  # noqa: C901, PLR0912, PLR0915  (sglang's own sequence, kept
     page_size: int = 1,
     load_overhead_gib: float = LOAD_OVERHEAD_GIB,
 ) -> dict:
-    """What sglang 0.5.17 computes for one envelope on one rank; ``error`` is its refusal, verbatim."""
+    """What sglang computes for one envelope on one rank (the rule above); ``error`` is its refusal, verbatim."""
     mem = float(envelope["mem_fraction_static"])
     algo = (envelope.get("algorithm") or "").upper() or None
     spec = algo in SPECULATIVE and draft is not None
@@ -533,7 +533,7 @@ def _min_fraction(geo, draft, envelope, kwargs) -> float | None:
     lo, hi = 0.0, 0.999
     if not _fits(geo, draft, envelope, kwargs, hi):
         return None
-    for _ in range(40):
+    for _halving in range(40):
         mid = (lo + hi) / 2
         if _fits(geo, draft, envelope, kwargs, mid):
             hi = mid

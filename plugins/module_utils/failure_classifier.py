@@ -41,8 +41,8 @@ SIGNATURES = (
     Signature(
         "dflash_unsupported_target",
         r"implements neither set_dspark_layers_to_capture nor set_dflash_layers_to_capture",
-        "DFLASH needs a target class that hands the draft its hidden states (0.5.17's Qwen3_5ForCausalLM "
-        "does not): serve the checkpoint's own class (Qwen3_5ForConditionalGeneration)",
+        "DFLASH needs a target class that hands the draft its hidden states (sglang's text class "
+        "Qwen3_5ForCausalLM does not): serve the checkpoint's own class (Qwen3_5ForConditionalGeneration)",
     ),
     # The recurrent-state pool of a hybrid model: per request slot (and per draft token under
     # speculative verify) it does not fit, or it ran out of slots while serving. A smaller envelope

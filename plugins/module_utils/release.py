@@ -21,9 +21,21 @@ this runs on the target host.
 from __future__ import annotations
 
 import json
+import posixpath
 
 SCHEMA_VERSION = 2
 RECORD_NAME = "deploy.json"
+
+
+def releases_dir(root: str) -> str:
+    """``<root>/releases``: where every release directory lives."""
+    return posixpath.join(str(root), "releases")
+
+
+def release_dir(root: str, release_id: str) -> str:
+    """The one derivation of a release's directory: ``<root>/releases/<id>``."""
+    return posixpath.join(releases_dir(root), str(release_id))
+
 
 # Fields of the current record schema, with the value a migrated older record gets.
 RECORD_DEFAULTS = {

@@ -57,7 +57,7 @@ DEFAULTS = {
     "restart_min_interval_s": 600.0,
     "textfile_dir": "",
     "state_file": "/var/lib/sglang-watch/state.json",
-    "current_link": "/opt/sglang/current",
+    "current_link": "",  # <root>/current, from the service role (the release root has one owner)
     "last_good_record": "",
     # A deploy in progress (the role touches this file and removes it at the end): stay passive.
     "deploy_marker": "",
@@ -231,6 +231,8 @@ def _read_state(path, read):
 
 
 def _release(config, readlink):
+    if not config["current_link"]:
+        return None
     try:
         return os.path.basename(readlink(config["current_link"]).rstrip("/"))
     except OSError:

@@ -173,7 +173,7 @@ def main():
             "envelopes": {"type": "dict", "required": True},
             "ladder": {"type": "list", "elements": "str", "required": True},
             "speculative_algorithm": {"type": "str", "default": ""},
-            "num_draft_tokens": {"type": "int", "default": 16},
+            "num_draft_tokens": {"type": "int", "default": 16, "no_log": False},
             "ddtree_budget": {"type": "int", "default": 0},
             "extra_flags": {"type": "list", "elements": "str", "default": []},
             "cuda_context_mb": {"type": "float", "default": 768},

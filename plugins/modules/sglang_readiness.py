@@ -53,9 +53,9 @@ options:
     type: path
   base_url:
     description:
-      - Base URL of the SGLang HTTP server.
+      - Base URL of the SGLang HTTP server (the service role passes its host and port).
     type: str
-    default: http://127.0.0.1:30000
+    required: true
   startup_timeout:
     description:
       - The whole budget in seconds, loading and probing included. Only a slow start ends here
@@ -492,7 +492,7 @@ ARGUMENT_SPEC = dict(
     pid=dict(type="int"),
     pidfile=dict(type="path"),
     log_file=dict(type="path"),
-    base_url=dict(type="str", default="http://127.0.0.1:30000"),
+    base_url=dict(type="str", required=True),
     startup_timeout=dict(type="float", default=900),
     poll_interval=dict(type="float", default=0.5),
     probe=dict(type="dict", default={}, options=PROBE_SPEC),

@@ -29,9 +29,10 @@ options:
     required: true
     choices: [plan, restart, judge, rollback, record, report, target]
   runtime_root:
-    description: The release tree (C(<root>/releases/<id>), C(<root>/current)).
+    description:
+      - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
     type: path
-    default: /opt/sglang
+    required: true
   state_dir:
     description: Where the record and the last good files live. Default C(<runtime_root>/state/last_good).
     type: path
@@ -187,6 +188,11 @@ record:
   type: dict
   sample: {"schema": 2, "release_id": "20260801-abc123", "previous_release_id": "20260720-def456",
            "envelope": "full", "ladder": ["full"], "envelopes": {"full": {"mem_fraction_static": 0.88}}}
+release_dir:
+  description: Step C(plan). The release's directory, C(<runtime_root>/releases/<release_id>) (the one derivation).
+  returned: when step is plan
+  type: str
+  sample: /srv/sglang/releases/0123456789ab
 previous_release_id:
   description: Step C(plan). The release serving before this deploy (the record's), empty on a first deploy.
   returned: when step is plan
@@ -265,7 +271,7 @@ STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target")
 
 ARGUMENT_SPEC = dict(
     step=dict(type="str", required=True, choices=list(STEPS)),
-    runtime_root=dict(type="path", default="/opt/sglang"),
+    runtime_root=dict(type="path", required=True),
     state_dir=dict(type="path"),
     unit=dict(type="str", default="sglang.service"),
     release_id=dict(type="str", default=""),
@@ -326,7 +332,7 @@ class Host:
 
     def releases(self, root):
         """(id, mtime) of each release directory."""
-        directory = os.path.join(root, "releases")
+        directory = release.releases_dir(root)
         if not os.path.isdir(directory):
             return []
         return [
@@ -416,6 +422,7 @@ class Steps:
         )
         return {
             "record": record,
+            "release_dir": release.release_dir(p["runtime_root"], p["release_id"]),
             "previous_release_id": (record or {}).get("release_id", ""),
             "first_envelope_index": start,
             "first_envelope": p["ladder"][start],
@@ -478,9 +485,7 @@ class Steps:
             for role in FILE_ROLES:
                 if role in p["files"] and self.host.exists(self._good_copy(role)):
                     self.host.copy(self._good_copy(role), p["files"][role], FILE_MODES[role])
-            self.host.link(
-                os.path.join(p["runtime_root"], "releases", target), os.path.join(p["runtime_root"], "current")
-            )
+            self.host.link(release.release_dir(p["runtime_root"], target), os.path.join(p["runtime_root"], "current"))
         return {"changed": restore, "target": target, "on_disk": on_disk, "restored": restore}
 
     def save(self):
@@ -507,7 +512,7 @@ class Steps:
                     self.host.copy(p["files"][role], self._good_copy(role), 0o600)
             self.host.write(self.record_path, release.dump_record(record), 0o600)
             for name in pruned:
-                self.host.remove_tree(os.path.join(p["runtime_root"], "releases", name))
+                self.host.remove_tree(release.release_dir(p["runtime_root"], name))
         return {"changed": True, "record": record, "pruned": pruned}
 
     def report(self):

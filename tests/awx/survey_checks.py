@@ -199,6 +199,41 @@ def _type_errors(question: dict, name: str, spec: dict) -> list[str]:
     return [f"{name}: a {question['type']} answer cannot be a {kind} (spec {spec.get('_source', spec.get('_role'))})"]
 
 
+def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_version: str | None = None) -> list[str]:
+    """Each algorithm the survey offers must be served by the default runtime: sglang itself or a patch set.
+
+    The same data the deploy plan reads (module_utils/deploy_plan.py): the sglang version's owner
+    (roles/sglang_runtime/defaults/main.yml) and each patchsets/*/patchset.yml's sglang_version and serves.
+    """
+    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+
+    if sglang_version is None:
+        defaults = yaml.safe_load((repo / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
+        sglang_version = defaults["sglang_runtime_sglang_version"]
+    sets = [
+        deploy_plan.patch_set_record(str(d), yaml.safe_load((d / "patchset.yml").read_text()))
+        for d in sorted((repo / "patchsets").iterdir())
+        if (d / "patchset.yml").is_file()
+    ]
+    errors = []
+    for algorithm in [a for a in algorithms if a]:
+        if algorithm in deploy_plan.BUILTIN_ALGORITHMS:
+            continue
+        serving = [
+            r["name"]
+            for r in sets
+            if r["sglang_version"] == sglang_version
+            and not deploy_plan.unserved(r["serves"], {"algorithms": algorithm})
+        ]
+        if not serving:
+            listing = "; ".join(deploy_plan.describe_set(r) for r in sets)
+            errors.append(
+                f"sglang_service_speculative_algorithm={algorithm}: no patch set serves it on the default runtime"
+                f" (sglang {sglang_version}); patch sets: {listing}"
+            )
+    return errors
+
+
 def question_errors(
     question: dict, template: dict, specs: dict[str, dict] | None = None, repo: pathlib.Path = REPO
 ) -> list[str]:
@@ -211,7 +246,10 @@ def question_errors(
         spec = specs[var]
         errors = _type_errors(question, var, spec)
         errors = errors or [e for v in values for e in _validate(var, spec, v)]
-        return errors or project_check_errors(var, spec, values, playbook, repo)
+        errors = errors or project_check_errors(var, spec, values, playbook, repo)
+        if var == "sglang_service_speculative_algorithm":
+            errors = errors or runtime_serves_errors(values, repo)
+        return errors
     pspec = playbook_spec(playbook, var)
     if pspec is not None:
         return _playbook_variable_errors(question, pspec, values, playbook, repo)

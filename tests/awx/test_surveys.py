@@ -222,3 +222,16 @@ def test_mutation_values_the_projects_own_validation_refuses_are_refused():
     template, q = mutated("sglang rollback", "sglang_rollback_release", default="release 7")
     errors = survey_checks.question_errors(q, template, SPECS)
     assert len(errors) == 1 and errors[0].startswith('sglang_rollback_release="release 7": must be a release id')
+
+
+def test_every_algorithm_the_survey_offers_is_served_by_the_default_runtime():
+    _template, q = question("sglang deploy", "sglang_service_speculative_algorithm")
+    assert survey_checks.runtime_serves_errors(q["choices"]) == []
+
+
+def test_mutation_a_runtime_no_set_serves_ddtree_on_is_refused():
+    """With sglang 0.5.23 as the runtime, ddtree-0.5.23 serves no algorithm: the survey may not offer DDTREE."""
+    errors = survey_checks.runtime_serves_errors(["DFLASH", "DDTREE"], sglang_version="0.5.23")
+    assert len(errors) == 1
+    assert errors[0].startswith("sglang_service_speculative_algorithm=DDTREE: no patch set serves it")
+    assert "ddtree-0.5.23 (sglang 0.5.23; serves algorithms: none" in errors[0]

@@ -385,6 +385,7 @@ def build_parser():
     p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
     p.add_argument("--hybrid", action="store_true", help="a hybrid GDN target: servers at once, recurrent checks")
     p.add_argument("--readiness", action="store_true", help="judge the first DDTREE server by sglang_readiness")
+    p.set_defaults(exclude_ids=set())
     return p
 
 
@@ -398,7 +399,22 @@ def hybrid_geometry(args):
     vocab = (target.get("text_config") or target).get("vocab_size")
     if vocab:
         args.vocab = min(args.vocab, int(vocab) - 2)
+    # No prompt token is one of the model's special ids (the vision tokens above all: an image pad
+    # without an image is not a text prompt).
+    for cfg in (target, target.get("text_config") or {}):
+        args.exclude_ids |= {int(v) for k, v in cfg.items() if k.endswith("_token_id") and isinstance(v, int)}
     log("hybrid: block size %d, prompt ids below %d" % (args.block, args.vocab))
+
+
+def random_prompt(rng, args):
+    """8-24 token ids in [10, --vocab), none of them excluded (the dense runs' draw when none is)."""
+    out = []
+    for _ in range(rng.randint(8, 24)):
+        t = rng.randrange(10, args.vocab)
+        while t in args.exclude_ids:
+            t = rng.randrange(10, args.vocab)
+        out.append(t)
+    return out
 
 
 def has_tokenizer(model_dir):
@@ -646,7 +662,7 @@ def ddtree_checks(results, budgets, with_dflash):
 def report(out, result, results):
     checks = result["checks"]
     result["pass"] = bool(checks) and all(c.get("pass") for c in checks.values())
-    (out / "ddtree-check.json").write_text(json.dumps(result, indent=1))
+    (out / "ddtree-check.json").write_text(json.dumps(result, indent=1, default=sorted))  # sets (exclude_ids)
     lines = ["%s %s" % ("PASS" if c.get("pass") else "FAIL", k) for k, c in checks.items()]
     for name, res in results.items():
         if "rows" in res:
@@ -685,7 +701,7 @@ def main(argv=None):
         prompts = json.loads(pathlib.Path(args.prompts_file).read_text())[: args.prompts]
     else:
         rng = random.Random(20261130)
-        prompts = [[rng.randrange(10, args.vocab) for _ in range(rng.randint(8, 24))] for _ in range(args.prompts)]
+        prompts = [random_prompt(rng, args) for _ in range(args.prompts)]
     result["prompts"] = prompts
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     runs = plan_runs(args, budgets)

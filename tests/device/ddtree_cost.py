@@ -3,15 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a speculative step costs at the real geometry: Qwen3.6-27B text + its DFlash draft, dummy weights.
 
-    ddtree_cost.py --python PY --pair-target T --pair-draft D --out DIR
-                   [--layers 64] [--runs target,dflash,ddtree16,ddtree32,ddtree64] [--batches 1,8]
+    ddtree_cost.py --python PY --target DIR --draft DIR --out DIR
+                   [--runs target,dflash,ddtree16,ddtree32,ddtree64] [--batches 1,8]
 
 Run on the device machine (tests/device/run-ddtree --cost): sglang 0.5.17 with ddtree-0.5.17 applied.
-The model dirs are made from a tiny hybrid pair's (build_tiny_models.build_hybrid_pair: its class,
-processor and vision config are what sglang 0.5.17 needs to serve a Qwen3_5ForConditionalGeneration
-target with DFLASH), with the text and draft geometry of Qwen3.6-27B / Qwen3.6-27B-DFlash written
-into their config.json and no weights (--load-format dummy). --layers below 64 keeps the 3 GDN + 1
-attention pattern with fewer layers (the memory figures below are per layer and scale exactly).
+The model dirs are config-only, Qwen3.6-27B's geometry (Qwen3_5ForConditionalGeneration with its
+processor) and Qwen3.6-27B-DFlash's (build_tiny_models.py --arch hybrid --with-27b: 27b-conditional,
+27b-draft), served with --load-format dummy.
 
 One server at a time (two 27B targets do not fit one H200 with their snapshot pools), eager
 (--disable-cuda-graph: DDTREE verifies eagerly; DFLASH and the target alone are measured the same way
@@ -38,7 +36,6 @@ import os
 import pathlib
 import random
 import re
-import shutil
 import sys
 import time
 
@@ -47,39 +44,6 @@ sys.path.insert(0, str(HERE))
 
 import ddtree_check  # noqa: E402  (the device scripts' server launcher)
 
-# Qwen3.6-27B text_config and Qwen3.6-27B-DFlash (docs: shared context MISSION-MODEL-H200.md).
-TEXT_27B = {
-    "hidden_size": 5120,
-    "intermediate_size": 17408,
-    "vocab_size": 248320,
-    "full_attention_interval": 4,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 48,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4,
-    "mamba_ssm_dtype": "float32",
-    "num_attention_heads": 24,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "attn_output_gate": True,
-    "partial_rotary_factor": 0.25,
-}
-DRAFT_27B = {
-    "hidden_size": 5120,
-    "intermediate_size": 17408,
-    "vocab_size": 248320,
-    "num_hidden_layers": 5,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "block_size": 16,
-    "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
-    "sliding_window": 2048,
-}
-DRAFT_TARGET_LAYERS_27B = [1, 16, 31, 46, 61]
-MASK_TOKEN_27B = 248070
-BLOCK = 16
 MAMBA_LINE = re.compile(
     r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: ([\d.]+)GB, "
     r"ssm_state size: ([\d.]+)GB intermediate_ssm_state_cache size: ([\d.]+)GB "
@@ -91,39 +55,9 @@ def log(msg):
     print("[ddtree-cost] %s" % msg, flush=True)
 
 
-def _copy_without_weights(src, dst):
-    if dst.exists():
-        shutil.rmtree(dst)
-    dst.mkdir(parents=True)
-    for f in pathlib.Path(src).iterdir():
-        if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".safetensors.index.json")):
-            shutil.copy2(f, dst / f.name)
-
-
-def make_models(pair_target, pair_draft, out, layers):
-    """(target dir, draft dir) at the 27B geometry with `layers` target layers, no weights."""
-    if layers % 4:
-        raise SystemExit("--layers must be a multiple of 4 (3 GDN + 1 attention), got %d" % layers)
-    target, draft = out / "target-27b", out / "draft-27b"
-    _copy_without_weights(pair_target, target)
-    _copy_without_weights(pair_draft, draft)
-    cfg = json.loads((target / "config.json").read_text())
-    text = cfg.get("text_config", cfg)
-    text.update(TEXT_27B, num_hidden_layers=layers)
-    if "layer_types" in text:
-        text["layer_types"] = ["linear_attention"] * 3 + ["full_attention"]
-        text["layer_types"] = text["layer_types"] * (layers // 4)
-    if "vocab_size" in cfg and cfg is not text:
-        cfg["vocab_size"] = TEXT_27B["vocab_size"]
-    (target / "config.json").write_text(json.dumps(cfg, indent=1))
-    dcfg = json.loads((draft / "config.json").read_text())
-    dcfg.update(DRAFT_27B, num_target_layers=layers)
-    ids = sorted({min(layers - 2, round(i * layers / 64)) for i in DRAFT_TARGET_LAYERS_27B})
-    dflash = dict(dcfg.get("dflash_config") or {})
-    dflash.update(block_size=BLOCK, mask_token_id=MASK_TOKEN_27B, target_layer_ids=ids)
-    dcfg["dflash_config"] = dflash
-    (draft / "config.json").write_text(json.dumps(dcfg, indent=1))
-    return target, draft
+def block_of(draft):
+    cfg = json.loads((pathlib.Path(draft) / "config.json").read_text())
+    return int((cfg.get("dflash_config") or {}).get("block_size") or cfg["block_size"])
 
 
 def server_flags(target, draft, run, max_running=8):
@@ -136,7 +70,7 @@ def server_flags(target, draft, run, max_running=8):
     if run == "target":
         return common, {}
     spec = [
-        "--speculative-draft-model-path", str(draft), "--speculative-num-draft-tokens", str(BLOCK),
+        "--speculative-draft-model-path", str(draft), "--speculative-num-draft-tokens", str(block_of(draft)),
         "--speculative-draft-attention-backend", "triton",
     ]  # fmt: skip
     if run == "dflash":
@@ -180,10 +114,13 @@ def memory_of(log_path):
     }
 
 
-def expected_snapshot_gb(run, layers):
-    steps = 0 if run == "target" else BLOCK if run == "dflash" else int(run[len("ddtree") :])
-    gdn = layers - layers // TEXT_27B["full_attention_interval"]
-    t = TEXT_27B
+def expected_snapshot_gb(run, target, draft):
+    """GiB of ssm snapshots per request slot from config.json: steps x GDN layers x HV x K x V x 4."""
+    cfg = json.loads((pathlib.Path(target) / "config.json").read_text())
+    t = cfg.get("text_config") or cfg
+    steps = 0 if run == "target" else block_of(draft) if run == "dflash" else int(run[len("ddtree") :])
+    layers = int(t["num_hidden_layers"])
+    gdn = layers - layers // int(t["full_attention_interval"])
     ssm = steps * gdn * t["linear_num_value_heads"] * t["linear_key_head_dim"] * t["linear_value_head_dim"] * 4
     return round(ssm / (1 << 30), 3)
 
@@ -196,7 +133,7 @@ def measure(args, run, models, out, *, index, batches):
     name = run if batches == args.batches else "%s-bs%d" % (run, max(batches))
     server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port + index, out=out)
     res = {"run": run, "max_running": max(batches)}
-    res["expected_snapshots_ssm_per_slot_gib"] = expected_snapshot_gb(run, args.layers)
+    res["expected_snapshots_ssm_per_slot_gib"] = expected_snapshot_gb(run, target, draft)
     try:
         res["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
         rng = random.Random(1201)
@@ -211,7 +148,7 @@ def measure(args, run, models, out, *, index, batches):
     return res
 
 
-def table(results, layers):
+def table(results):
     target = next((r for r in results if r["run"] == "target" and "rows" in r), None)
     base = {row["batch"]: row["step_ms"] for row in target["rows"]} if target else {}
     lines = [
@@ -232,17 +169,16 @@ def table(results, layers):
         if "error" in r:
             lines.append("| %s | - | error: %s | | | |" % (r["run"], r["error"][:120]))
     lines.append("")
-    lines.append("%d target layers (Qwen3.6-27B has 64), dummy weights, eager, one server at a time." % layers)
+    lines.append("Qwen3.6-27B geometry, dummy weights, eager (--disable-cuda-graph), one server at a time.")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", required=True)
-    p.add_argument("--pair-target", required=True, help="a tiny hybrid target dir (its class, processor)")
-    p.add_argument("--pair-draft", required=True, help="its DFlash draft dir")
+    p.add_argument("--target", required=True, help="config-only 27B target dir (build_tiny_models --with-27b)")
+    p.add_argument("--draft", required=True, help="config-only 27B DFlash draft dir")
     p.add_argument("--out", required=True)
-    p.add_argument("--layers", type=int, default=64)
     p.add_argument("--runs", default="target,dflash,ddtree16,ddtree32,ddtree64")
     p.add_argument("--batches", default="1,8")
     p.add_argument("--port", type=int, default=31600)
@@ -258,7 +194,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     if args.apply_patchset:
         ddtree_check.apply_patchset(args.python, args.apply_patchset, out)
-    target, draft = make_models(args.pair_target, args.pair_draft, out, args.layers)
+    target, draft = args.target, args.draft
     t0 = time.monotonic()
     results = []
     for i, run in enumerate(runs):
@@ -267,9 +203,9 @@ def main(argv=None):
         if "error" in res and max(args.batches) > 1:
             # Did not start with max(batches) slots (the snapshot pool): batch 1 alone, one slot.
             results.append(measure(args, run, (target, draft), out, index=2 * i + 1, batches=[1]))
-        (out / "cost.json").write_text(json.dumps({"layers": args.layers, "results": results}, indent=1))
-    (out / "cost-table.md").write_text(table(results, args.layers))
-    print(table(results, args.layers))
+        (out / "cost.json").write_text(json.dumps({"target": target, "draft": draft, "results": results}, indent=1))
+    (out / "cost-table.md").write_text(table(results))
+    print(table(results))
     log("done in %.1fs" % (time.monotonic() - t0))
     return 0 if all(any("rows" in r for r in results if r["run"] == run) for run in runs) else 1
 

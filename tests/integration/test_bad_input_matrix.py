@@ -172,7 +172,7 @@ CASES = [
           ' "git_ref": "", "no_deps": false}}'],
          "sglang_runtime_sglang.version=0.5.99", "not a known runtime", "knows 0.5.17, 0.5.23"),
     case("sglang-version-malformed", DEPLOY, ["sglang_runtime_sglang_version=latest"], "sglang_runtime_sglang_version",
-         'an sglang version such as "0.5.17"'),
+         'an sglang version such as "1.2.3"'),
     case("ddtree-no-set-for-sglang-version", DEPLOY,
          ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_runtime_sglang": {"version": "0.5.99",'
           ' "source": "index", "wheel": "", "sha256": "", "git_url": "", "git_ref": "", "no_deps": false}}'],
@@ -183,7 +183,7 @@ CASES = [
           ' "sglang_runtime_sglang_version": "0.5.23"}'],
          "sglang_service_speculative_algorithm=DDTREE on sglang 0.5.23",
          "ddtree-0.5.23 does not serve sglang_service_speculative_algorithm=DDTREE (it serves none)",
-         "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense;"
+         "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense, hybrid_gdn;"
          " attention_backends: triton, flashinfer)"),
     case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
          "sglang_service_speculative_algorithm=DDTREE",

@@ -7,9 +7,12 @@ one that passes it. Module docs and ``ARGUMENT_SPEC`` must agree, and so must th
 ``module_utils`` code falls back on. Validation tasks must not carry their own fallback defaults.
 """
 
+import ast
 import inspect
 import pathlib
 import re
+import subprocess
+import tempfile
 
 import pytest
 import yaml
@@ -95,6 +98,146 @@ def test_readiness_params_fall_back_on_the_module_defaults():
     spec = module_spec(sglang_readiness)
     for option in ("startup_timeout", "poll_interval", "journal_max_bytes"):
         assert signature[option].default == spec[option]["default"], option
+
+
+# The defaults the issue named: each is written in its owner (and mirrored in that role's argument spec,
+# which the first test holds equal), nowhere else. Docs, tests (molecule too) and the data that names
+# versions on purpose (known runtimes, patch sets, pinned manifests, the GPU bundle lock, the engine
+# simulator's imitation of a version) aside; inventory/host_vars are a site's own choices.
+SINGLE_OWNERS = {
+    "sglang_runtime_sglang_version": "sglang_runtime",
+    "sglang_service_port": "sglang_service",
+    "sglang_service_speculative_algorithm": "sglang_service",
+    "sglang_runtime_root": "sglang_runtime",
+}
+NOT_SCANNED = (
+    "docs/",
+    "tests/",
+    "molecule/",
+    "changelogs/",
+    "patchsets/",
+    "requirements/",
+    "inventory/manifests/",
+    "inventory/host_vars/",
+    "lab/engine-simulator/",
+    "roles/sglang_runtime/files/known_runtimes.yml",
+)
+
+
+def _tracked_files():
+    names = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    return [
+        n for n in names if not n.startswith(NOT_SCANNED) and not n.endswith((".md", ".rst")) and (REPO / n).is_file()
+    ]
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe loading that reads Ansible's !unsafe / !vault tags as plain strings."""
+
+
+_Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+_Loader.add_constructor("!vault", lambda loader, node: loader.construct_scalar(node))
+
+
+def _yaml_scalars(node, keys=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _yaml_scalars(value, (*keys, str(key)))
+    elif isinstance(node, list):
+        for value in node:
+            yield from _yaml_scalars(value, (*keys, "[]"))
+    elif node is not None:
+        yield keys, node
+
+
+CONTAINED = ("sglang_runtime_sglang_version", "sglang_runtime_root")  # also found inside a longer value
+
+
+def _yaml_offences(name, text, variable, literal):
+    found = []
+    owner = f"roles/{SINGLE_OWNERS[variable]}/defaults/main.yml"
+    for document in yaml.load_all(text, Loader=_Loader):  # a SafeLoader subclass
+        for keys, scalar in _yaml_scalars(document):
+            if (keys and keys[-1] == variable and name == owner) or "choices" in keys:
+                continue  # the owner; the values allowed are not the default
+            as_text = str(scalar)
+            copied = as_text == literal or f"default('{literal}')" in as_text or f'default("{literal}")' in as_text
+            if copied or (variable in CONTAINED and literal in as_text):
+                found.append(f"{name}: {'.'.join(keys)}={as_text[:80]}")
+    return found
+
+
+def _python_offences(name, text, variable, literal):
+    tree = ast.parse(text)
+    for node in ast.walk(tree):  # module docs are docs
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", "") in ("DOCUMENTATION", "EXAMPLES", "RETURN") for t in node.targets
+        ):
+            node.value = ast.Constant(value="")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "default" and isinstance(node.value, ast.Constant):
+            if str(node.value.value) == literal:
+                found.append(f"{name}:{node.value.lineno}: default={literal}")
+        elif (
+            variable in CONTAINED
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and literal in node.value
+            and not re.search(r"\s", node.value)  # prose (a docstring, a message) describes, it does not set
+        ):
+            found.append(f"{name}:{node.lineno}: {node.value[:80]!r}")
+    return found
+
+
+def _offences(name: str, variable: str, value) -> list[str]:
+    """Where ``value`` (the default of ``variable``) is written in ``name`` as a value of its own."""
+    text = (REPO / name).read_text(errors="replace")
+    literal = str(value)
+    if literal not in text or name.endswith("argument_specs.yml"):  # specs: held equal to the defaults above
+        return []
+    if name.endswith((".yml", ".yaml")):
+        return _yaml_offences(name, text, variable, literal)
+    if name.endswith(".py"):
+        return _python_offences(name, text, variable, literal)
+    if variable not in CONTAINED:
+        return []
+    return [  # scripts: non-comment lines
+        f"{name}:{number}: {line.strip()[:80]}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if literal in line and not line.lstrip().startswith("#")
+    ]
+
+
+@pytest.mark.parametrize("variable", sorted(SINGLE_OWNERS))
+def test_each_named_default_is_written_only_in_its_owner(variable):
+    value = role_defaults(SINGLE_OWNERS[variable])[variable]
+    offences = [o for name in _tracked_files() for o in _offences(name, variable, value)]
+    assert offences == [], f"{variable}={value!r} is written outside roles/{SINGLE_OWNERS[variable]}/defaults/main.yml"
+
+
+def test_the_single_owner_check_finds_a_copy():
+    """The check above can fail: a second copy of the version in a YAML value or a Python default is found."""
+    version = role_defaults("sglang_runtime")["sglang_runtime_sglang_version"]
+    with tempfile.TemporaryDirectory(dir=REPO) as scratch:
+        relative = pathlib.Path(scratch).relative_to(REPO)
+        (REPO / relative / "copy.yml").write_text(f"sglang_runtime_sglang:\n  version: '{version}'\n")
+        (REPO / relative / "copy.py").write_text(f"SPEC = dict(version=dict(default={version!r}))\n")
+        assert _offences(f"{relative}/copy.yml", "sglang_runtime_sglang_version", version)
+        assert _offences(f"{relative}/copy.py", "sglang_runtime_sglang_version", version)
+
+
+def test_the_release_path_is_derived_in_one_function():
+    """`<root>/releases/<id>` is built by deploy_plan.release_dir only (the service role reads it from the runtime)."""
+    pattern = re.compile(r"""releases/['"]?\s*(~|\+|\{\{)|["']releases["']\s*,""")
+    offenders = []
+    for name in _tracked_files():
+        if not name.startswith(("roles/", "plugins/", "playbooks/")) or name.endswith("deploy_plan.py"):
+            continue
+        for number, line in enumerate((REPO / name).read_text().splitlines(), 1):
+            if pattern.search(line) and not line.lstrip().startswith(("#", "-", "description")):
+                offenders.append(f"{name}:{number}: {line.strip()}")
+    assert offenders == []
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -86,17 +86,17 @@ print(json.dumps({"counts": counts, "failures": failures[:10]}))
 """
 
 
-def show(host):
-    out = host.check_output("systemctl show --property=MainPID,InvocationID sglang.service")
+def show(lab_host):
+    out = lab_host.check_output("systemctl show --property=MainPID,InvocationID sglang.service")
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
 @pytest.fixture(scope="module")
-def drained(host):
-    name = host.backend.get_hostname()
-    host.check_output("rm -f %s" % STOP)
-    before = show(host)
-    since = host.check_output("date '+%Y-%m-%d %H:%M:%S'")
+def drained(lab_host):
+    name = lab_host.backend.container
+    lab_host.check_output("rm -f %s" % STOP)
+    before = show(lab_host)
+    since = lab_host.check_output("date '+%Y-%m-%d %H:%M:%S'")
     client = subprocess.Popen(
         ["podman", "exec", name, "python3", "-c", CLIENT, STOP], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -126,15 +126,15 @@ def drained(host):
         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
     )
     time.sleep(2)  # the new server streams too
-    host.check_output("touch %s" % STOP)
+    lab_host.check_output("touch %s" % STOP)
     out, err = client.communicate(timeout=60)
-    journal = host.check_output("journalctl -u sglang.service --no-pager -o cat --since '%s'" % since)
+    journal = lab_host.check_output("journalctl -u sglang.service --no-pager -o cat --since '%s'" % since)
     return {
         "deploy": deploy,
         "client": json.loads(out or b"{}"),
         "client_err": err,
         "before": before,
-        "after": show(host),
+        "after": show(lab_host),
         "journal": journal,
     }
 

@@ -19,17 +19,17 @@ SHARD = BROKEN + "/model-00002-of-00002.safetensors"
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
-def show(host):
-    out = host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts sglang.service")
+def show(lab_host):
+    out = lab_host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts sglang.service")
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
 @pytest.fixture(scope="module")
-def broken_deploy(host):
+def broken_deploy(host, lab_host):
     model = host.ansible.get_variables().get("sglang_service_model_path", "/models/Qwen3.6-27B")
-    host.check_output("rm -rf %s && cp -a %s %s && truncate -s -100 %s" % (BROKEN, model, BROKEN, SHARD))
-    before = show(host)
-    unit_before = host.file("/etc/systemd/system/sglang.service").content_string
+    lab_host.check_output("rm -rf %s && cp -a %s %s && truncate -s -100 %s" % (BROKEN, model, BROKEN, SHARD))
+    before = show(lab_host)
+    unit_before = lab_host.file("/etc/systemd/system/sglang.service").content_string
     proc = subprocess.run(
         [
             str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
@@ -46,9 +46,9 @@ def broken_deploy(host):
         timeout=300,
         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
     )
-    after = show(host)
-    unit_after = host.file("/etc/systemd/system/sglang.service").content_string
-    host.check_output("rm -rf %s" % BROKEN)
+    after = show(lab_host)
+    unit_after = lab_host.file("/etc/systemd/system/sglang.service").content_string
+    lab_host.check_output("rm -rf %s" % BROKEN)
     return proc, before, after, unit_before, unit_after
 
 
@@ -72,8 +72,10 @@ def test_the_running_unit_was_never_stopped_or_rewritten(broken_deploy):
     assert BROKEN not in unit_after
 
 
-def test_the_first_good_deploy_recorded_the_sha256_manifest(host):
-    manifest = json.loads(host.file("/opt/sglang/state/model-manifests/models_Qwen3.6-27B.sha256.json").content_string)
+def test_the_first_good_deploy_recorded_the_sha256_manifest(lab_host):
+    manifest = json.loads(
+        lab_host.file("/opt/sglang/state/model-manifests/models_Qwen3.6-27B.sha256.json").content_string
+    )
     assert sorted(manifest["files"]) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     assert all(len(entry["sha256"]) == 64 for entry in manifest["files"].values())
-    assert host.file("/opt/sglang/state/model-manifests/models_Qwen3.6-27B.sha256.json").mode == 0o600
+    assert lab_host.file("/opt/sglang/state/model-manifests/models_Qwen3.6-27B.sha256.json").mode == 0o600

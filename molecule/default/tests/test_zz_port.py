@@ -20,8 +20,8 @@ FOREIGN = "molecule-foreign-listener"
 COMMAND = "/usr/bin/python3 -m http.server 30001 --bind 127.0.0.1"
 
 
-def show(host, unit="sglang.service"):
-    out = host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts %s" % unit)
+def show(lab_host, unit="sglang.service"):
+    out = lab_host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts %s" % unit)
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
@@ -43,16 +43,18 @@ def playbook(*args):
 
 
 @pytest.fixture(scope="module")
-def foreign(host):
-    host.check_output("systemd-run --unit=%s --property=Type=simple %s" % (FOREIGN, COMMAND))
-    host.check_output("for i in $(seq 50); do ss -Hltn 'sport = :30001' | grep -q . && exit 0; sleep 0.1; done; exit 1")
-    pid = int(show(host, FOREIGN + ".service")["MainPID"])
+def foreign(lab_host):
+    lab_host.check_output("systemd-run --unit=%s --property=Type=simple %s" % (FOREIGN, COMMAND))
+    lab_host.check_output(
+        "for i in $(seq 50); do ss -Hltn 'sport = :30001' | grep -q . && exit 0; sleep 0.1; done; exit 1"
+    )
+    pid = int(show(lab_host, FOREIGN + ".service")["MainPID"])
     yield pid
-    host.run("systemctl stop %s" % FOREIGN)
+    lab_host.run("systemctl stop %s" % FOREIGN)
 
 
-def test_a_deploy_onto_a_port_another_process_holds_fails_in_preflight_naming_it(host, foreign):
-    before = show(host)
+def test_a_deploy_onto_a_port_another_process_holds_fails_in_preflight_naming_it(lab_host, foreign):
+    before = show(lab_host)
     proc = playbook(
         str(REPO / "playbooks" / "deploy.yml"),
         "-e",
@@ -61,10 +63,10 @@ def test_a_deploy_onto_a_port_another_process_holds_fails_in_preflight_naming_it
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "port_in_use: port 30001 is held by pid %d (%s)" % (foreign, COMMAND) in out, out[-3000:]
-    assert show(host) == before
+    assert show(lab_host) == before
 
 
-def test_readiness_never_judges_a_foreign_server_as_the_release(host, foreign, tmp_path):
+def test_readiness_never_judges_a_foreign_server_as_the_release(lab_host, foreign, tmp_path):
     play = tmp_path / "readiness.yml"
     play.write_text(
         "- hosts: all\n  gather_facts: false\n  become: true\n  tasks:\n"
@@ -77,7 +79,7 @@ def test_readiness_never_judges_a_foreign_server_as_the_release(host, foreign, t
     )
     proc = playbook(str(play))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    result = json.loads(host.file("/var/tmp/molecule-port-readiness.json").content_string)
+    result = json.loads(lab_host.file("/var/tmp/molecule-port-readiness.json").content_string)
     assert result["ready"] is False and result["failure_class"] == "port_in_use"
     assert result["port_owner"]["pid"] == foreign
     assert result["port_owner"]["command"] == COMMAND

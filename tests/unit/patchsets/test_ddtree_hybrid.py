@@ -301,3 +301,39 @@ def test_the_0_5_17_set_declares_hybrid_targets_and_the_backends_its_code_allows
 
 def test_the_0_5_23_set_serves_no_algorithm_until_its_worker_verifies_trees():
     assert _serves("ddtree-0.5.23")["algorithms"] == []
+
+
+def _records():
+    import yaml  # noqa: PLC0415 - the unit venv has PyYAML
+    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+
+    sets = sorted(p.parent for p in (REPO / "patchsets").glob("*/patchset.yml"))
+    return deploy_plan, [
+        deploy_plan.patch_set_record(str(s), yaml.safe_load((s / "patchset.yml").read_text())) for s in sets
+    ]
+
+
+@pytest.mark.parametrize("model", ["qwen3.6-27b", "qwen3-dense-8b"])
+def test_a_ddtree_deploy_of_the_hybrid_target_passes_the_plan_with_a_tree_mask_backend(model):
+    import json  # noqa: PLC0415
+
+    deploy_plan, records = _records()
+    chosen = deploy_plan.choose_patch_sets("DDTREE", "0.5.17", "triton", records)
+    assert chosen["errors"] == [] and [r["name"] for r in chosen["chosen"]] == ["ddtree-0.5.17"]
+    plan = {"target_checks": deploy_plan.target_checks(chosen["chosen"]), "patch_sets": chosen["chosen"]}
+    config = json.loads((REPO / "tests" / "unit" / "fixtures" / "models" / model / "config.json").read_text())
+    checked = deploy_plan.check_target(plan, config)
+    assert checked["architecture"] == ("hybrid_gdn" if model == "qwen3.6-27b" else "dense")
+    assert checked["error"] == ""
+
+
+@pytest.mark.parametrize("backend", ["fa3", "fa4", "trtllm_mha", ""])
+def test_a_ddtree_deploy_with_a_backend_that_ignores_tree_masks_is_refused_by_the_plan(backend):
+    deploy_plan, records = _records()
+    chosen = deploy_plan.choose_patch_sets("DDTREE", "0.5.17", backend, records)
+    assert chosen["chosen"] == []
+    assert (
+        "ddtree-0.5.17 does not serve sglang_service_attention_backend=%s (it serves triton, flashinfer)"
+        % (backend or "(unset)")
+        in chosen["errors"][0]
+    )

@@ -250,7 +250,8 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
     assert plan["paths"]["unit"] == "/etc/systemd/system/sglang.service"
     assert plan["paths"]["env"] == "/etc/sglang/sglang.env"
     assert plan["patch_sets"][0]["name"] == f"ddtree-{DEFAULT_VERSION}"
-    assert plan["target_checks"] == {"architectures": ["dense"]}
+    served = {r["name"]: r for r in real_sets()}[f"ddtree-{DEFAULT_VERSION}"]["serves"]["architectures"]
+    assert plan["target_checks"] == {"architectures": served}
     assert plan["cuda_version"] == "13.0" and plan["gpus_wanted"] == 1
     assert len(plan["release"]["inputs_sha256"]) == 64
     assert plan["release"]["inputs"]["patch_sets"][0]["dir"] == f"ddtree-{DEFAULT_VERSION}"
@@ -280,3 +281,12 @@ def test_no_algorithm_requested_needs_no_patch_set():
         "errors": [],
         "request": {"algorithms": "", "attention_backends": ""},
     }
+
+
+def test_the_gpu_records_manifest_is_coherent_but_for_three_accepted_reference_venv_versions():
+    data = yaml.safe_load((REPO / "inventory" / "manifests" / "sglang-0.5.17-cu130.yml").read_text())
+    sglang = {"version": data["sglang_runtime_sglang"]["version"], "source": "index"}  # the recorded requirements
+    result = deploy_plan.check_runtime(sglang, data["sglang_runtime_manifest"], "3.12", KNOWN, no_wheel)
+    assert result["errors"] == []
+    accepted = sorted(line.split(" (")[1].split(")")[0] for line in result["overridden"])
+    assert accepted == ["numba", "timm", "transformers"]

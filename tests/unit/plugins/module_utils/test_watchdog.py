@@ -114,6 +114,7 @@ def config(**overrides):
         "textfile_dir": "/var/lib/node_exporter",
         "state_file": "/var/lib/sglang-watch/state.json",
         "last_good_record": "/opt/sglang/state/last_good/deploy.json",
+        "current_link": "/opt/sglang/current",  # the service role always writes it (sglang-watch.json.j2)
     }
     base.update(overrides)
     return watchdog.load_config(json.dumps(base))

@@ -57,6 +57,7 @@ def fake_open_url(routes, seen):
 
 
 def run(monkeypatch, capsys, systemctl=RUNNING, journal="", routes=None, **params):
+    params.setdefault("base_url", "http://127.0.0.1:30000")  # required: the service role passes its host and port
     set_module_args(monkeypatch, params)
     commands = []
 
