@@ -10,7 +10,7 @@ import re
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError, check_all
+from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError, check_all, unknown_variables
 
 
 def _with_origin(message: str, task_vars: dict) -> str:
@@ -22,10 +22,46 @@ def _with_origin(message: str, task_vars: dict) -> str:
     return message
 
 
+ROLES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
+
+
+def known_role_variables(roles_dir: str = ROLES) -> set:
+    """Every variable a role documents (argument specs) or sets (set_fact, register) in its tasks."""
+    known = set()
+    for role in sorted(os.listdir(roles_dir)):
+        spec_file = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+        if os.path.isfile(spec_file):
+            with open(spec_file, encoding="utf-8") as handle:
+                for entry in ((yaml.safe_load(handle) or {}).get("argument_specs") or {}).values():
+                    known.update((entry or {}).get("options") or {})
+        tasks_dir = os.path.join(roles_dir, role, "tasks")
+        for name in sorted(os.listdir(tasks_dir)) if os.path.isdir(tasks_dir) else []:
+            with open(os.path.join(tasks_dir, name), encoding="utf-8") as handle:
+                known.update(_set_names(yaml.safe_load(handle)))
+    return known
+
+
+def _set_names(node) -> set:
+    """Names a task list sets: set_fact keys and register targets, blocks included."""
+    found = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= _set_names(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("ansible.builtin.set_fact", "set_fact") and isinstance(value, dict):
+                found |= {k for k in value if k != "cacheable"}
+            elif key == "register" and isinstance(value, str):
+                found.add(value)
+            elif key in ("block", "rescue", "always"):
+                found |= _set_names(value)
+    return found
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("rules", "specs", "entry_point"))
+    _VALID_ARGS = frozenset(("rules", "specs", "entry_point", "unknown_prefixes"))
 
     def _role_specs(self, entry_point: str) -> tuple[str, dict]:
         role = getattr(self._task, "_role", None)
@@ -45,6 +81,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         args = self._task.args
+        if args.get("unknown_prefixes"):
+            return self._unknown(result, task_vars, list(args["unknown_prefixes"]), args.get("specs") or {})
         rules = args.get("rules") or {}
         if args.get("specs"):
             owner, specs = "play", args["specs"]
@@ -75,4 +113,16 @@ class ActionModule(ActionBase):
             result["msg"] = summary + " | ".join(errors)
         else:
             result["msg"] = f"{len(values)} variable(s) of {owner} are valid"
+        return result
+
+    def _unknown(self, result, task_vars, prefixes, specs):
+        known = known_role_variables() | set(specs)
+        names = [n for n in task_vars if n not in ("vars", "hostvars", "groups", "group_names")]
+        errors = unknown_variables(names, known, prefixes)
+        result.update(changed=False, errors=errors)
+        if errors:
+            result["failed"] = True
+            result["msg"] = f"{len(errors)} unknown variable(s), nothing was done on any host: " + " | ".join(errors)
+        else:
+            result["msg"] = "every role-prefixed variable is one a role reads"
         return result

@@ -16,6 +16,7 @@ Every message names the variable, the value found and the values allowed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 
@@ -331,3 +332,24 @@ def _hide(message: str, value) -> str:
     for part in (p for p in parts if isinstance(p, str) and p):
         message = message.replace(part, "<hidden>")
     return message
+
+
+def unknown_variables(names, known, prefixes) -> list[str]:
+    """A message for each of ``names`` with one of ``prefixes`` that no argument spec (``known``) has.
+
+    A role-prefixed variable nobody reads is a typo until shown otherwise (``sglang_service_speculative_algo``
+    deploys the default algorithm without a word): the message names the closest known variable.
+    Names starting with ``_`` are internal facts and are not checked.
+    """
+    known = set(known)
+    messages = []
+    for name in sorted(set(names)):
+        if name in known or name.startswith("_") or not name.startswith(tuple(prefixes)):
+            continue
+        prefix = next(p for p in prefixes if name.startswith(p))
+        same_role = sorted(k for k in known if k.startswith(prefix))
+        # Compared without the shared prefix, which would make every name of the role look close.
+        close = difflib.get_close_matches(name[len(prefix) :], [k[len(prefix) :] for k in same_role], n=1, cutoff=0.6)
+        hint = f"did you mean {prefix}{close[0]}?" if close else f"known {prefix}* variables: {', '.join(same_role)}"
+        messages.append(f"{name}: no role reads this variable ({hint}); remove it or fix its name")
+    return messages

@@ -36,6 +36,12 @@ options:
     description: Entry point of the role's argument spec whose options are checked.
     type: str
     default: main
+  unknown_prefixes:
+    description:
+      - Instead of checking values, refuse every variable with one of these prefixes that no role documents
+        (C(meta/argument_specs.yml)) or sets (C(set_fact), C(register)), naming the closest known variable.
+    type: list
+    elements: str
 attributes:
   check_mode:
     description: Runs the same in check mode; it changes nothing.

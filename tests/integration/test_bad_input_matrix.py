@@ -200,6 +200,13 @@ CASES = [
          "sglang_service_probe.timeout", "must be below sglang_service_startup_timeout_s=120"),
     case("test-double-not-allowed", DEPLOY, ["sglang_service_allow_test_double=false"],
          "sglang_service_allow_test_double", "allowed in production: serve, launch_server"),
+    # --- role-prefixed variables no role reads (issue 23: a typo deployed the default silently) ------
+    case("typo-in-a-role-variable", DEPLOY, ["sglang_service_speculative_algo=DDTREE"],
+         "sglang_service_speculative_algo", "did you mean sglang_service_speculative_algorithm?"),
+    case("rollback-typo", ROLLBACK, ["sglang_runtime_rooot=/srv/sglang"], "sglang_runtime_rooot",
+         "did you mean sglang_runtime_root?"),
+    case("stop-typo", STOP, ["sglang_service_unit=sglang"], "sglang_service_unit",
+         "did you mean sglang_service_unit_name?"),
     # --- rollback and stop --------------------------------------------------------------------------
     case("rollback-release-traversal", ROLLBACK, ["sglang_rollback_release=../../etc"], "sglang_rollback_release",
          "a release id of [A-Za-z0-9._-]"),
@@ -268,6 +275,7 @@ def matrix():
         )
         results["_host_ansible_dirs"] = contacted.stdout.split()
         results[CONTROL[0]] = play(CONTROL[1], CONTROL[2])
+        results["_stop_without_unit"] = play(STOP, ["sglang_service_unit_name=sglang-never-installed"])
         yield results
     finally:
         sh([lab, "down"], timeout=120, check=False)
@@ -343,3 +351,9 @@ def test_valid_input_reaches_the_host_without_deprecation_warnings(matrix):
     assert "PLAY [Deploy]" in out, out[-3000:]
     assert "specdec.sglang.sglang_preflight : Check model paths" in out or "Look for config.json" in out
     assert "[DEPRECATION WARNING]" not in out
+
+
+def test_stop_on_a_host_without_the_unit_says_nothing_to_stop(matrix):
+    result = matrix["_stop_without_unit"]
+    assert result["rc"] == 0, result["out"][-3000:]
+    assert "sglang-never-installed.service is not installed on lab1: nothing to stop" in result["out"]

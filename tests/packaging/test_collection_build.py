@@ -9,6 +9,8 @@ directives decide what is built; this list is the independent check of what came
 import fnmatch
 import os
 import pathlib
+import posixpath
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,7 @@ ALLOWED = (
     "changelogs/changelog.yaml",
     "meta/runtime.yml",
     "docs/*.md",
+    "docs/prometheus/*.yml",
     "plugins/action/*.py",
     "plugins/modules/*.py",
     "plugins/module_utils/*.py",
@@ -117,6 +120,24 @@ def installed(built, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env["ANSIBLE_COLLECTIONS_PATH"] = str(root)
     return root, env
+
+
+def test_shipped_docs_link_only_to_shipped_files(build):
+    """README.md and docs/*.md of the tarball: every relative Markdown link names a file in the tarball."""
+    tarball, names = build
+    shipped = {n for n in names if not n.endswith("/")}
+    broken = []
+    with tarfile.open(tarball) as archive:
+        for name in sorted(n for n in shipped if n.endswith(".md")):
+            text = archive.extractfile(name).read().decode()
+            for target in re.findall(r"\]\(([^)\s]+)\)", text):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                    continue
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target.split("#", 1)[0]))
+                if resolved not in shipped and not any(n.startswith(resolved + "/") for n in shipped):
+                    broken.append(f"{name}: {target}")
+    assert broken == []
+    assert "docs/benchmarks.md" not in shipped and "docs/gpu-acceptance.md" not in shipped
 
 
 def test_tarball_holds_only_allowed_files(build):

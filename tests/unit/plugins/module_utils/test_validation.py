@@ -3,7 +3,13 @@
 import json
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError, check, check_all, convert
+from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
+    SpecError,
+    check,
+    check_all,
+    convert,
+    unknown_variables,
+)
 
 LIST_STR = {"type": "list", "elements": "str"}
 
@@ -147,3 +153,17 @@ def test_rule_without_a_spec_or_unknown_rule_key_is_a_role_bug():
 
 def test_null_is_refused():
     assert check("x", None, {"type": "str"})[0].startswith("x: must be set (found null)")
+
+
+def test_unknown_role_variables_name_the_closest_known_one():
+    known = {"sglang_service_speculative_algorithm", "sglang_service_port", "sglang_runtime_root"}
+    names = ["sglang_service_speculative_algo", "sglang_service_port", "_sglang_service_internal", "ansible_host"]
+    assert unknown_variables(names, known, ["sglang_service_", "sglang_runtime_"]) == [
+        "sglang_service_speculative_algo: no role reads this variable"
+        " (did you mean sglang_service_speculative_algorithm?); remove it or fix its name"
+    ]
+    far = unknown_variables(["sglang_runtime_unrelated_name"], known, ["sglang_runtime_"])
+    assert far == [
+        "sglang_runtime_unrelated_name: no role reads this variable"
+        " (known sglang_runtime_* variables: sglang_runtime_root); remove it or fix its name"
+    ]
