@@ -25,6 +25,9 @@ import posixpath
 
 SCHEMA_VERSION = 2
 RECORD_NAME = "deploy.json"
+# Written in a release directory only after its venv, overlay, patch sets and their verification
+# are all done: only a release that has it is skipped by the build or accepted by a rollback.
+COMPLETE_MARKER = ".complete"
 
 
 def releases_dir(root: str) -> str:
@@ -35,6 +38,28 @@ def releases_dir(root: str) -> str:
 def release_dir(root: str, release_id: str) -> str:
     """The one derivation of a release's directory: ``<root>/releases/<id>``."""
     return posixpath.join(releases_dir(root), str(release_id))
+
+
+def complete_marker(root: str, release_id: str) -> str:
+    """``<root>/releases/<id>/.complete``: present only when the release is built and verified."""
+    return posixpath.join(release_dir(root, release_id), COMPLETE_MARKER)
+
+
+def build_decision(release_id, *, complete, current_release):
+    """(build?, error) for the release of this deploy: a complete release is never rebuilt.
+
+    An incomplete release (an interrupted or failed build or patch step) is rebuilt, except the
+    one ``current`` points to: the engine runs from it, so it is never rebuilt in place.
+    """
+    if complete:
+        return False, ""
+    if release_id and release_id == current_release:
+        return False, (
+            "release %s has no %s (its build or patch verification did not finish), but current points to it: "
+            "it is never rebuilt in place. Roll back to a complete release (playbooks/rollback.yml "
+            "-e sglang_rollback_release=<id>), then deploy again." % (release_id, COMPLETE_MARKER)
+        )
+    return True, ""
 
 
 # Fields of the current record schema, with the value a migrated older record gets.
@@ -243,11 +268,16 @@ def rollback_target(record, *, available):
     return record["release_id"], record["release_id"] in available
 
 
-def choose_release(record, *, requested, available):
-    """playbooks/rollback.yml: (target, error). ``requested`` '' means the record's previous release."""
+def choose_release(record, *, requested, available, complete):
+    """playbooks/rollback.yml: (target, error). ``requested`` '' means the record's previous release.
+
+    ``available``: release ids on disk, newest first; ``complete``: those with the complete marker
+    (only those are accepted).
+    """
     serving = (record or {}).get("release_id", "")
     target = requested or (record or {}).get("previous_release_id", "")
     newest = ", ".join(available) or "none"
+    usable = ", ".join(name for name in available if name in set(complete)) or "none"
     if not target:
         return "", (
             "no release to roll back to: the record names no previous good release (serving: %r). "
@@ -255,6 +285,12 @@ def choose_release(record, *, requested, available):
         )
     if target not in available:
         return "", "release %r is not on disk. Releases on disk, newest first: %s." % (target, newest)
+    if target not in set(complete):
+        return "", (
+            "release %r is incomplete: it has no %s (its build, patch sets or their verification did not finish). "
+            "Complete releases, newest first: %s. Name one with -e sglang_rollback_release=<id>, or deploy again."
+            % (target, COMPLETE_MARKER, usable)
+        )
     if target == serving and not requested:
         return "", "release %r is already the one serving; name another with -e sglang_rollback_release=<id>." % target
     return target, ""

@@ -20,14 +20,17 @@ description:
     last good release, when it is still on disk.
   - C(record) keeps copies of the files that proved good, writes the record and prunes old releases.
   - C(report) builds the success or failure report, its text, and the per-host statistics.
-  - C(target) chooses the release C(playbooks/rollback.yml) returns to.
+  - C(target) chooses the release C(playbooks/rollback.yml) returns to; only a complete release (one with
+    C(<runtime_root>/releases/<id>/.complete)) is accepted.
+  - C(build) says whether the release O(release_id) must be built - not when it is complete - and fails when it is
+    incomplete and C(current) points to it (the release the engine runs from is never rebuilt in place).
   - The decisions are the pure functions of C(plugins/module_utils/release.py).
 options:
   step:
     description: The decision to make.
     type: str
     required: true
-    choices: [plan, restart, judge, rollback, record, report, target]
+    choices: [plan, restart, judge, rollback, record, report, target, build]
   runtime_root:
     description:
       - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
@@ -41,7 +44,7 @@ options:
     type: str
     default: sglang.service
   release_id:
-    description: The release being deployed (steps C(plan), C(restart), C(judge), C(record), C(report)).
+    description: The release being deployed (steps C(plan), C(restart), C(judge), C(record), C(report), C(build)).
     type: str
     default: ""
   ladder:
@@ -232,6 +235,14 @@ target:
   description: Steps C(rollback), C(target). The release to return to; empty when none.
   returned: when step is rollback or target
   type: str
+build:
+  description: Step C(build). Whether the release must be built (it has no C(.complete) and C(current) is elsewhere).
+  returned: when step is build
+  type: bool
+complete:
+  description: Step C(build). Whether the release has its C(.complete) marker.
+  returned: when step is build
+  type: bool
 restored:
   description: Step C(rollback). Whether the last good files and C(current) were put back.
   returned: when step is rollback
@@ -267,7 +278,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils import release  # n
 
 RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 FILE_ROLES = ("unit", "env", "config")
-STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target")
+STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build")
 
 ARGUMENT_SPEC = dict(
     step=dict(type="str", required=True, choices=list(STEPS)),
@@ -554,10 +565,23 @@ class Steps:
         newest_first = [
             item[0] for item in sorted(self.host.releases(p["runtime_root"]), key=lambda r: r[1], reverse=True)
         ]
-        target, error = release.choose_release(record, requested=p["rollback_release"], available=newest_first)
+        complete = [name for name in newest_first if self.host.exists(release.complete_marker(p["runtime_root"], name))]
+        target, error = release.choose_release(
+            record, requested=p["rollback_release"], available=newest_first, complete=complete
+        )
         if error:
             raise release.RecordError(error)
         return {"target": target, "record": record, "serving": (record or {}).get("release_id", "")}
+
+    def build(self):
+        p = self.p
+        self._check_release_id()
+        complete = self.host.exists(release.complete_marker(p["runtime_root"], p["release_id"]))
+        current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
+        build, error = release.build_decision(p["release_id"], complete=complete, current_release=current)
+        if error:
+            raise release.RecordError(error)
+        return {"build": build, "complete": complete}
 
 
 def run_module(module, host=None):

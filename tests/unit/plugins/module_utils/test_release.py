@@ -280,11 +280,11 @@ def test_a_first_deploy_has_no_rollback_target():
 
 
 def test_rollback_playbook_goes_to_the_previous_good_release():
-    assert release.choose_release(record(), requested="", available=["r1", "r0"]) == ("r0", "")
+    assert release.choose_release(record(), requested="", available=["r1", "r0"], complete=["r1", "r0"]) == ("r0", "")
 
 
 def test_rollback_playbook_takes_a_named_release_even_the_serving_one():
-    assert release.choose_release(record(), requested="r1", available=["r1", "r0"]) == ("r1", "")
+    assert release.choose_release(record(), requested="r1", available=["r1", "r0"], complete=["r1", "r0"]) == ("r1", "")
 
 
 @pytest.mark.parametrize(
@@ -298,9 +298,45 @@ def test_rollback_playbook_takes_a_named_release_even_the_serving_one():
     ],
 )
 def test_rollback_playbook_refuses_with_a_message(good, requested, available, message):
-    target, error = release.choose_release(good, requested=requested, available=available)
+    target, error = release.choose_release(good, requested=requested, available=available, complete=available)
     assert target == ""
     assert message in error
+
+
+@pytest.mark.parametrize("requested", ["r0", ""])
+def test_rollback_playbook_refuses_an_incomplete_release_naming_the_complete_ones(requested):
+    target, error = release.choose_release(
+        record(), requested=requested, available=["r2", "r1", "r0"], complete=["r2", "r1"]
+    )
+    assert target == ""
+    assert "release 'r0' is incomplete: it has no .complete" in error
+    assert "Complete releases, newest first: r2, r1." in error
+
+
+def test_rollback_playbook_takes_a_complete_release_among_incomplete_ones():
+    assert release.choose_release(record(), requested="r2", available=["r3", "r2", "r0"], complete=["r2"]) == ("r2", "")
+
+
+# -- the build decision -------------------------------------------------------------------------
+def test_a_complete_release_is_not_rebuilt():
+    assert release.build_decision("r2", complete=True, current_release="r2") == (False, "")
+    assert release.build_decision("r2", complete=True, current_release="r1") == (False, "")
+
+
+def test_an_incomplete_release_is_rebuilt():
+    assert release.build_decision("r2", complete=False, current_release="r1") == (True, "")
+    assert release.build_decision("r2", complete=False, current_release="") == (True, "")
+
+
+def test_the_incomplete_release_current_points_to_is_never_rebuilt_in_place():
+    build, error = release.build_decision("r1", complete=False, current_release="r1")
+    assert build is False
+    assert "release r1 has no .complete" in error and "never rebuilt in place" in error
+    assert "sglang_rollback_release" in error
+
+
+def test_the_complete_marker_lives_in_the_one_release_directory():
+    assert release.complete_marker("/srv/sglang", "abc") == release.release_dir("/srv/sglang", "abc") + "/.complete"
 
 
 # -- pruning ------------------------------------------------------------------------------------

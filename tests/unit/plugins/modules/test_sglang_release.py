@@ -24,12 +24,13 @@ V1 = {
 
 @pytest.fixture
 def tree(tmp_path):
-    """A host: <root>/releases/r0..r2 (r0 oldest), <root>/current -> r1, live files in etc/."""
+    """A host: <root>/releases/r0..r2 (r0 oldest, each complete), <root>/current -> r1, live files in etc/."""
     root = tmp_path / "opt"
     for age, name in enumerate(["r0", "r1", "r2"]):
         path = root / "releases" / name / "venv" / "bin"
         path.mkdir(parents=True)
         (path / "sglang").write_text("#!/bin/sh\n")
+        (root / "releases" / name / ".complete").write_text(name + "\n")
         os.utime(root / "releases" / name, (1000 + age, 1000 + age))
     (root / "state" / "last_good").mkdir(parents=True)
     os.symlink(str(root / "releases" / "r1"), str(root / "current"))
@@ -301,6 +302,32 @@ def test_target_refuses_a_release_not_on_disk_listing_the_newest_first(monkeypat
     out = run(monkeypatch, capsys, tree, step="target", rollback_release="r7")
     assert out["failed"] is True
     assert "release 'r7' is not on disk. Releases on disk, newest first: r2, r1, r0." in out["msg"]
+
+
+def test_target_refuses_an_incomplete_release_naming_the_complete_ones(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    (tree["root"] / "releases" / "r2" / ".complete").unlink()
+    out = run(monkeypatch, capsys, tree, step="target", rollback_release="r2")
+    assert out["failed"] is True
+    assert "release 'r2' is incomplete: it has no .complete" in out["msg"]
+    assert "Complete releases, newest first: r1, r0." in out["msg"]
+
+
+def test_build_skips_a_complete_release_and_rebuilds_an_incomplete_one(monkeypatch, capsys, tree):
+    done = run(monkeypatch, capsys, tree, step="build", release_id="r2")
+    assert (done["changed"], done["build"], done["complete"]) == (False, False, True)
+    (tree["root"] / "releases" / "r2" / ".complete").unlink()
+    out = run(monkeypatch, capsys, tree, step="build", release_id="r2")
+    assert (out["build"], out["complete"]) == (True, False)
+    new = run(monkeypatch, capsys, tree, step="build", release_id="r9")
+    assert (new["build"], new["complete"]) == (True, False)
+
+
+def test_build_refuses_to_rebuild_the_incomplete_release_current_points_to(monkeypatch, capsys, tree):
+    (tree["root"] / "releases" / "r1" / ".complete").unlink()
+    out = run(monkeypatch, capsys, tree, step="build", release_id="r1")
+    assert out["failed"] is True
+    assert "release r1 has no .complete" in out["msg"] and "never rebuilt in place" in out["msg"]
 
 
 def test_judge_times_the_start_to_the_hosts_verdict_not_to_ansibles_return(monkeypatch, capsys, tree):
