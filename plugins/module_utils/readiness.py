@@ -535,6 +535,11 @@ class Readiness:
         if outcome_error is None:
             self.phase = "verifying"
             return None
+        if outcome_error in ("refused", "connection"):
+            # Nothing listens (a /health too slow to answer on a busy host handed over early): the
+            # port is closed, so the server is still loading or dying, which the watcher decides.
+            self.phase = "loading"
+            return None
         if outcome_error != "timeout":
             return "probe_failed"
         if timeout < self.prober.probe.timeout:
