@@ -45,8 +45,8 @@ _value:
   type: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.specdec.sglang.plugins.module_utils.redact import RedactError, redact
+from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
+from ansible_collections.specdec.sglang.plugins.module_utils.redact import RedactError, redact  # noqa: E402
 
 
 def redact_secrets(text, fmt="yaml"):

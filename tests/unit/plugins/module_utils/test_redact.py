@@ -19,7 +19,7 @@ ROLE_CONFIG = (
     f'api-key: "{SECRET}"\n'
 )
 # What the regex of diagnose.yml before this change wrote for ROLE_CONFIG (measured with ansible-core 2.19.14).
-OLD_OUTPUT = "#\n# Ansible managed\n#\n# --config file of sglang.service (sglang reads it at start, 0.5.3 and later)\n\\1: <redacted>\n"
+OLD_OUTPUT = ROLE_CONFIG.replace(f'api-key: "{SECRET}"', "\\1: <redacted>")
 
 
 def check_redacted_yaml(original: str, redacted: str, secret_paths):
@@ -28,9 +28,9 @@ def check_redacted_yaml(original: str, redacted: str, secret_paths):
 
     def keys(node, path=()):
         if isinstance(node, dict):
-            return {path + (k,) for k in node} | {p for k, v in node.items() for p in keys(v, path + (k,))}
+            return {(*path, k) for k in node} | {p for k, v in node.items() for p in keys(v, (*path, k))}
         if isinstance(node, list):
-            return {p for i, v in enumerate(node) for p in keys(v, path + (i,))}
+            return {p for i, v in enumerate(node) for p in keys(v, (*path, i))}
         return set()
 
     def at(node, path):
