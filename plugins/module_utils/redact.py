@@ -173,3 +173,66 @@ def _continue(line: str, open_with: str) -> str:
         elif char == open_with:
             return _open_quote(line[index + 1 :])
     return open_with
+
+
+# --- logs and command output: stdlib only (the module sglang_diagnose_scrub runs this on the host) ----------------
+# A secret-named key and its value as logs write them: api_key='...' (a dataclass repr, sglang 0.5.17's server_args),
+# 'api_key': '...' (a dict repr, sglang 0.5.23's), api-key: "..." (YAML), API_KEY=... (env), --api-key ... (argv).
+_KEY = r"(?<![A-Za-z0-9_.])(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)"
+_QUOTED = re.compile(_KEY + r"""(?P<sep>['"]?\s*[:=]\s*)(?P<q>['"])(?P<val>(?:\\.|(?!(?P=q))[^\\\n])*)(?P=q)""")
+_VALUE_END = r"""\s'",;)}\]"""  # what ends a bare value
+_BARE = re.compile(_KEY + r"""(?P<sep>['"]?\s*[:=]\s*)(?P<val>[^""" + _VALUE_END + "]+)")
+_FLAG = re.compile(
+    r"(?<![A-Za-z0-9_.-])--(?P<key>[A-Za-z][A-Za-z0-9_-]*)(?P<sep>\s+)"
+    r"(?P<val>[^-" + _VALUE_END + "][^" + _VALUE_END + "]*)"
+)
+# Values that say "no secret here" and are kept.
+_NOT_A_VALUE = ("", "None", "none", "null", "~", REDACTED, "true", "false", "True", "False")
+
+
+def _secret_spans(text: str):
+    """(start, end, value) of every value of a secret-named key in ``text`` (patterns overlap: each is scanned)."""
+    taken = []
+    for pattern in (_QUOTED, _BARE, _FLAG):
+        position = 0
+        while True:
+            match = pattern.search(text, position)
+            if match is None:
+                break
+            start, end = match.span("val")
+            # A value that is not a secret may hold a key=value that is: scan it too.
+            position = start if start > match.start() else match.end()
+            key, value = match.group("key"), match.group("val")
+            if not is_secret(key) or value in _NOT_A_VALUE or any(s < end and start < e for s, e, _ in taken):
+                continue
+            taken.append((start, end, value))
+            position = end
+    return sorted(taken)
+
+
+def secret_values(text: str) -> set:
+    """The values of secret keys in ``text`` (an environment or config file read as lines), unquoted."""
+    return {value.replace('\\"', '"').replace("\\\\", "\\") for _start, _end, value in _secret_spans(text)}
+
+
+def scrub(text: str, values=()) -> tuple:
+    """``(text, count)``: every value of a secret-named key, and every occurrence of ``values``, replaced.
+
+    ``values`` are the secrets known from the host's own files (``secret_values``): they are found wherever they
+    appear, a key in the middle of a traceback included. A secret is never kept because it is short.
+    """
+    count = 0
+    pieces = []
+    last = 0
+    for start, end, _value in _secret_spans(text):
+        pieces.append(text[last:start] + REDACTED)
+        last = end
+        count += 1
+    pieces.append(text[last:])
+    text = "".join(pieces)
+    for value in sorted({v for v in values if v and v not in _NOT_A_VALUE}, key=len, reverse=True):
+        found = text.count(value)
+        if found:
+            text = text.replace(value, REDACTED)
+            count += found
+    return text, count

@@ -9,6 +9,8 @@ from ansible_collections.specdec.sglang.plugins.module_utils.redact import (
     redact,
     redact_env,
     redact_yaml,
+    scrub,
+    secret_values,
 )
 
 SECRET = "sk-s3cret-value"
@@ -182,3 +184,51 @@ def test_env_line_that_is_not_an_assignment_is_withheld():
 def test_unknown_format_is_refused():
     with pytest.raises(RedactError, match="allowed: yaml, env"):
         redact("a: 1", "json")
+
+
+# --- logs and command output (scrub, secret_values) --------------------------------------------------------------
+# What sglang writes to the journal at start (0.5.17: the dataclass repr; 0.5.23: the resolved dict), shortened.
+JOURNAL_0_5_17 = (
+    "Dec 02 00:41:07 ct129 sglang[812]: [2026-12-02 00:41:07] server_args=ServerArgs(model_path='/models/q',"
+    f" tokenizer_path='/models/q', api_key='{SECRET}', admin_api_key=None, max_total_tokens=None)\n"
+)
+JOURNAL_0_5_23 = (
+    "Dec 02 00:41:07 ct129 sglang[812]: server_args={'model_path': '/models/q', "
+    f"'api_key': '{SECRET}', 'admin_api_key': None, 'max_prefill_tokens': 16384}}\n"
+)
+
+
+@pytest.mark.parametrize("line", [JOURNAL_0_5_17, JOURNAL_0_5_23])
+def test_scrub_redacts_the_key_in_sglangs_server_args_line(line):
+    out, count = scrub(line)
+    assert SECRET not in out and count == 1
+    assert "admin_api_key" in out and "/models/q" in out and "None" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [(f"ExecStart=/v/bin/python -m sglang.launch_server --api-key {SECRET} --port 30000", "--port 30000"),
+     (f"launch_command: python -m sglang.launch_server --api-key={SECRET} --tp 1", "--tp 1"),
+     (f'api-key: "{SECRET}"', "api-key: "),
+     (f"HF_TOKEN={SECRET}\nHOME=/h", "HOME=/h"),
+     (f"a=api_key={SECRET} --hf-token --port 1", "--hf-token --port 1")],
+)  # fmt: skip
+def test_scrub_forms(text, kept):
+    out, count = scrub(text)
+    assert SECRET not in out and count == 1 and kept in out and REDACTED in out
+
+
+def test_scrub_keeps_what_is_not_secret():
+    text = "max_total_tokens=4096 tokenizer_path='/t' --max-prefill-tokens 8 api_key=None admin_api_key='' token=null"
+    assert scrub(text) == (text, 0)
+
+
+def test_known_values_are_redacted_wherever_they_appear():
+    values = secret_values(ROLE_CONFIG + 'HOME="/h"\nHF_TOKEN="hf_abc123"\n')
+    assert values == {SECRET, "hf_abc123"}
+    out, count = scrub(f"Traceback: 401 for key {SECRET} ... hf_abc123 expired\n", values)
+    assert out == f"Traceback: 401 for key {REDACTED} ... {REDACTED} expired\n" and count == 2
+
+
+def test_secret_values_unquote_json_escapes():
+    assert secret_values('api-key: "a\\"b\\\\c"\n') == {'a"b\\c'}
