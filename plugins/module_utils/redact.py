@@ -203,7 +203,7 @@ def _secret_spans(text: str):
             # A value that is not a secret may hold a key=value that is: scan it too.
             position = start if start > match.start() else match.end()
             key, value = match.group("key"), match.group("val")
-            if not is_secret(key) or value in _NOT_A_VALUE or any(s < end and start < e for s, e, _ in taken):
+            if not is_secret(key) or value in _NOT_A_VALUE or any(s < end and start < e for s, e, _value in taken):
                 continue
             taken.append((start, end, value))
             position = end
