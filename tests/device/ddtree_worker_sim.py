@@ -13,7 +13,8 @@ verify_tree_greedy_func from eagle_utils and reads the track interval from get_e
 it from kernels.ops.speculative.spec_tree, verifies through a KV location plan of its own over the N
 slots (KVIndexTranslator.plan / KVLocPlan.write_ids, bound by prepare_for_verify as ForwardBatch.init_new
 does), writes the draft KV at the block plan's draft ids, reads the track grid from mamba_track_grid and
-may get its verify logits deferred (LogitsProcessor.is_deferred_shard / deferred_argmax). The "target" is a toy model that really reads what the step gives it:
+may get its verify logits deferred (LogitsProcessor.is_deferred_shard / deferred_argmax).
+The "target" is a toy model that really reads what the step gives it:
 per tree node, its context is the committed tokens in the KV slots the step points at plus the tree
 nodes the custom mask lets it see, ordered by position (positions must run 0, 1, 2, ...); its next
 token is a hash of that context. The greedy tree kernel is replaced by a transcription of its
