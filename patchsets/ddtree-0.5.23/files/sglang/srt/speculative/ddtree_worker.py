@@ -252,7 +252,8 @@ def ddtree_verify_step(
         skip_attn_backend_init=True,
     )
     logits_output = target_out.logits_output
-    target_predict = _target_predict(worker, batch, logits_output, n).view(bs, n)
+    # [bs, N] int64: the layout and dtype verify_tree_greedy's kernel checks.
+    target_predict = _target_predict(worker, batch, logits_output, n).view(bs, n).to(torch.int64)
 
     # --- 3) Greedy tree verification (verify_tree_greedy: longest path the target agrees with).
     predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
