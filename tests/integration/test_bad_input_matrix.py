@@ -182,10 +182,10 @@ CASES = [
          "sglang_service_speculative_algorithm=DDTREE", "needs a patch set for sglang 0.5.99",
          "ddtree-0.5.17 (sglang 0.5.17", "ddtree-0.5.23 (sglang 0.5.23"),
     case("ddtree-on-a-runtime-no-set-serves", DEPLOY,
-         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "triton",'
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "fa3",'
           ' "sglang_runtime_sglang_version": "0.5.23"}'],
          "sglang_service_speculative_algorithm=DDTREE on sglang 0.5.23",
-         "ddtree-0.5.23 does not serve sglang_service_speculative_algorithm=DDTREE (it serves none)",
+         "ddtree-0.5.23 does not serve sglang_service_attention_backend=fa3 (it serves triton, flashinfer)",
          "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense, hybrid_gdn;"
          " attention_backends: triton, flashinfer)"),
     case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
