@@ -751,7 +751,13 @@ def report(out, result, results):
     return 0 if result["pass"] else 1
 
 
+def stop_on_sigterm():
+    """A time-out's SIGTERM unwinds through the finally blocks, which stop the servers (own sessions)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def main(argv=None):
+    stop_on_sigterm()
     parser = build_parser()
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)

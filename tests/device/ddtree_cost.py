@@ -253,6 +253,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    ddtree_check.stop_on_sigterm()
     args = parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,9 @@ def new_target(target_dir, seed, device):
 
     config = Qwen3_5Config.from_pretrained(target_dir)
     torch.manual_seed(seed)
-    return Qwen3_5ForConditionalGeneration(config).to(device)
+    # fp32 master weights throughout (the config's dtype would make the GDN's gated norm bf16 already);
+    # autocast runs the matmuls in bf16 on the GPU, and the trained model is saved in bf16.
+    return Qwen3_5ForConditionalGeneration(config).to(device=device, dtype=torch.float32)
 
 
 def text_parts(model):
