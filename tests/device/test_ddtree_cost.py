@@ -143,3 +143,16 @@ def test_the_report_merges_two_calls(tmp_path):
     table = rep.table(rep.summarize(merged, card_free_gib=95.43), merged, 95.43)
     assert "| DDTREE N=16 | 8 | 75.0 [75.0-75.0] | 100 | False | 3.00 |" in table
     assert "| DDTREE N=64 | skipped: deadline: 10 s left |" in table
+
+
+def test_the_report_envelopes_pass_the_planner_replay(tmp_path):
+    # The replay that CI runs on every tests/device/records/*/envelopes.json, here on the report's own.
+    sys.path.insert(0, str(HERE.parents[0] / "unit" / "plugins" / "module_utils"))
+    import test_envelope_plan_records as replay  # noqa: PLC0415
+
+    summary = rep.summarize(fake_record(tmp_path), card_free_gib=95.43, logs_prefix="run5-cost/")
+    assert len(summary["envelopes"]) == 3
+    for run in summary["envelopes"]:
+        replay.test_planner_matches_the_recorded_run(run)
+        parsed = envelope_runs.parse_log((RUN5.parent / run["measured"]["log"]).read_text(errors="replace"))
+        assert run["measured"]["kv_tokens"] == parsed["kv_tokens"]  # what test_envelope_runs.py re-reads
