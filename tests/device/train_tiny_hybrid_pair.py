@@ -207,6 +207,8 @@ class DFlashDraft(torch.nn.Module):
         s, length, _ = feats.shape
         a = anchors.shape[1]
         dev = feats.device
+        # The frozen target's tensors are bf16; the draft trains in fp32 (autocast makes the matmuls bf16).
+        feats, block_embeds = feats.to(self.fc.weight.dtype), block_embeds.to(self.fc.weight.dtype)
         ctx = self.hidden_norm(self.fc(feats))  # the context keys: no input_layernorm (sglang)
         ctx_pos = torch.arange(length, device=dev).expand(s, length)
         blk_pos = (anchors[:, :, None] + torch.arange(block, device=dev)).reshape(s, a * block)
@@ -246,7 +248,7 @@ def draft_step_tensors(embed, seqs, *, prompt_len, anchors_per_seq, block, gen):
 def draft_logits(draft, head, feats, embeds, *, anchors, block):
     h = draft(feats, embeds, anchors, block)
     s, a = anchors.shape
-    return head(h.view(s, a, block, HIDDEN)[:, :, 1:, :]).float()  # [S, A, B-1, V]
+    return head(h.view(s, a, block, HIDDEN)[:, :, 1:, :].to(head.weight.dtype)).float()  # [S, A, B-1, V]
 
 
 def train_draft(draft, model, data, feats, *, args, device):
