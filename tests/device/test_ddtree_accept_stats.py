@@ -122,3 +122,24 @@ def test_the_device_check_holds_the_counts_to_what_the_server_reported():
     stats["accepted_drafts"] = 63
     assert not ddtree_check.accept_stats_check({"rows": rows, "accept_stats": stats}, block=4)["pass"]
     assert not ddtree_check.accept_stats_check({"rows": rows}, block=4)["pass"]
+
+
+def test_the_recorded_h200_counts_pass_with_the_overlap_step_each_request_is_verified_after_it_finished():
+    # tests/device/records/2026-12-02-h200-hybrid-trained: the hook counted 8 verify steps more than the
+    # 8 requests' spec_verify_ct (one each, the overlap scheduler's step after the request finished), and
+    # their accepted drafts put the counts above the old range [low, low + (B - 1) * requests].
+    import ddtree_check  # noqa: PLC0415 - tests/device, stdlib only
+
+    record = json.loads((HERE / "records" / "2026-12-02-h200-hybrid-trained" / "ddtree-check.json").read_text())
+    for name, (counted, low, dropped) in {"ddtree-n16": (376, 342, 8), "ddtree-n8": (359, 326, 8)}.items():
+        res = record["runs"][name]
+        assert res["accept_stats"]["accepted_drafts"] == counted
+        check = ddtree_check.accept_stats_check(res, block=4)
+        assert check["pass"], check
+        assert check["dropped_steps"] == dropped == len(res["rows"])
+        assert check["reported_accepted_range"] == [low, low + 3 * (8 + dropped)]
+        assert counted > low + 3 * 8  # what the old range rejected
+        # More steps than one per request, or fewer than reported, is still a failure.
+        for steps in (res["accept_stats"]["request_steps"] + 1, check["reported_steps"] - 1):
+            stats = res["accept_stats"] | {"request_steps": steps}
+            assert not ddtree_check.accept_stats_check(res | {"accept_stats": stats}, block=4)["pass"]
