@@ -123,9 +123,11 @@ def summarize(record, *, card_free_gib, logs_prefix=""):
         free = mem.get("gpu_free_gb_before_load")
         planned = plan(record, res, free, env) if free else None
         planned_slot = None
-        if planned and env["algorithm"] and planned.get("mamba_slots") is not None:
-            ssm, conv = planned["intermediate_ssm_gb"], planned["intermediate_conv_gb"]
-            planned_slot = per_slot(ssm, conv, planned["mamba_slots"])
+        if planned and env["algorithm"]:
+            if planned.get("error") or not planned.get("mamba_slots"):  # refused: size it from one request
+                planned = plan(record, res, free, dict(env, max_running_requests=1))
+            ssm, conv = planned.get("intermediate_ssm_gb"), planned.get("intermediate_conv_gb")
+            planned_slot = per_slot(ssm, conv, planned.get("mamba_slots"))
         mode = {
             "run": res["run"],
             "label": label(res["run"]),
@@ -183,9 +185,9 @@ def planned_only(record, run, seen_free):
         "num_draft_tokens": None if algo == "DFLASH" else int(run[len("ddtree") :]), "disable_radix_cache": True,
     }  # fmt: skip
     p = plan(record, None, seen_free[0], env)
-    if p.get("error") or not p.get("mamba_slots"):
-        return None  # the planner has sglang refuse it: no pool to divide
-    return per_slot(p["intermediate_ssm_gb"], p["intermediate_conv_gb"], p["mamba_slots"])
+    if p.get("error") or not p.get("mamba_slots"):  # refused: no pool to divide, so one request's size
+        p = plan(record, None, seen_free[0], dict(env, max_running_requests=1))
+    return per_slot(p.get("intermediate_ssm_gb"), p.get("intermediate_conv_gb"), p.get("mamba_slots"))
 
 
 def field_card(record, env, card_free_gib):

@@ -120,8 +120,8 @@ def test_the_report_reads_break_even_and_memory(tmp_path):
     assert modes["ddtree16"]["planned_snapshots_per_slot_gb"] == pytest.approx(2.294, abs=0.002)
     assert modes["dflash"]["snapshots_per_slot_gb"] == 2.267
     assert modes["target"]["planned_snapshots_per_slot_gb"] is None
-    # N = 64 at 8 slots: the planner has sglang refuse the snapshot pool, so no per-slot figure
-    assert modes["ddtree64"]["skipped"] and modes["ddtree64"]["planned_snapshots_per_slot_gb"] is None
+    # refused at 8 requests by the planner: sized from one request, as plan_only_table does
+    assert modes["ddtree64"]["skipped"] and modes["ddtree64"]["planned_snapshots_per_slot_gb"] == 9.176
     # the ct200 card (95.43 GB free): the field envelope holds fewer requests with a larger tree
     card = {run: modes[run]["field_card"]["32768"] for run in ("target", "dflash", "ddtree16")}
     assert card["target"] == 16 and card["dflash"] == card["ddtree16"] == 3
@@ -156,3 +156,13 @@ def test_the_report_envelopes_pass_the_planner_replay(tmp_path):
         replay.test_planner_matches_the_recorded_run(run)
         parsed = envelope_runs.parse_log((RUN5.parent / run["measured"]["log"]).read_text(errors="replace"))
         assert run["measured"]["kv_tokens"] == parsed["kv_tokens"]  # what test_envelope_runs.py re-reads
+
+
+def test_a_refused_run_reports_the_planned_size_of_one_request_slot_not_zero():
+    # tests/device/records/2026-12-02-h200-ddtree-cost: N=64 at 8 requests, mem 0.9, refused by sglang
+    # and by the planner; the planner's pool is empty then, so the slot size comes from one request.
+    rec = json.loads((HERE / "records" / "2026-12-02-h200-ddtree-cost" / "cost-b-n64" / "cost.json").read_text())
+    (mode,) = rep.summarize(rec, card_free_gib=95.43)["modes"]
+    assert mode["error"] and mode["planned_snapshots_per_slot_gb"] == 9.176  # (18.0 + 0.352) / 2 slots
+    skipped = dict(rec, results=[{"run": "ddtree64", "skipped": "deadline"}, rec["results"][0]])
+    assert rep.summarize(skipped, card_free_gib=95.43)["modes"][0]["planned_snapshots_per_slot_gb"] == 9.176
