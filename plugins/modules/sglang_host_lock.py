@@ -103,6 +103,18 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils import host_lock  # noqa: E402
 
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["acquired", "released"], default="acquired"),
+    path=dict(type="path", required=True),
+    run_id=dict(type="str", required=True),
+    owner=dict(type="str", default=""),
+    controller_pid=dict(type="int", default=0),
+    play=dict(type="str", default=""),
+    timeout_s=dict(type="int", default=120),
+    max_age_s=dict(type="int", default=14400),
+    poll_s=dict(type="float", default=2.0),
+)
+
 
 def _boot_id():
     try:
@@ -224,17 +236,7 @@ def _release(module, params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["acquired", "released"], default="acquired"),
-            path=dict(type="path", required=True),
-            run_id=dict(type="str", required=True),
-            owner=dict(type="str", default=""),
-            controller_pid=dict(type="int", default=0),
-            play=dict(type="str", default=""),
-            timeout_s=dict(type="int", default=120),
-            max_age_s=dict(type="int", default=14400),
-            poll_s=dict(type="float", default=2.0),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     params = module.params
