@@ -16,9 +16,14 @@ description:
     the host's boot id. The lock outlives this module's process - it belongs to the ansible-playbook run until a
     task with O(state=released) and the same O(run_id) removes it.
   - A lock held by another run is waited for up to O(timeout_s) seconds, then the task fails naming the holder.
+  - The action plugin of the same name runs on the controller. It does the waiting, and checks there whether
+    the holder still runs - same controller identity (O(controller)) - its ansible-playbook pid and that
+    process's start. A holder whose process is gone (an interrupted play - Ctrl-C, an AWX cancel) is taken over
+    at once (O(take_over_run_id)), with a warning that says so. A holder from another controller cannot be checked
+    - only its age (O(max_age_s)) or O(break_lock) take its lock.
   - A stale lock is taken over with a warning that says why - the host rebooted since it was taken (another
     boot id), its recorded host process is dead (a lock taken by a host-side tool with its pid), or it is older
-    than O(max_age_s) (a play that was interrupted before it released).
+    than O(max_age_s).
   - A lock this run holds already is kept (not changed). A release of a lock held by another run leaves it in
     place with a warning.
 options:
@@ -40,9 +45,42 @@ options:
     type: str
     default: ''
   controller_pid:
-    description: The ansible-playbook process on the controller (informational, it cannot be checked from the host).
+    description:
+      - The ansible-playbook process on the controller (checked there, not on the host). The action plugin sets it.
     type: int
     default: 0
+  controller:
+    description:
+      - The controller's identity (machine id and pid namespace); the action plugin sets it. Only a run from the
+        same controller can check the holder's O(controller_pid).
+    type: str
+    default: ''
+  controller_pid_start:
+    description: The start token (boot id and start time) of O(controller_pid); the action plugin sets it.
+    type: str
+    default: ''
+  take_over_run_id:
+    description:
+      - Take over the lock when it is still held by this run id (the controller found that run dead). Set by the
+        action plugin.
+    type: str
+    default: ''
+  take_over_reason:
+    description: Why O(take_over_run_id) is dead, for the warning.
+    type: str
+    default: ''
+  break_lock:
+    description:
+      - Take over another run's lock whatever its age (C(sglang_service_lock_break)), with a warning naming it.
+        For a holder on another controller that is known to be gone.
+    type: bool
+    default: false
+  wait:
+    description:
+      - Wait on the host for a live holder (up to O(timeout_s)). The action plugin sets V(false), looks at the
+        holder on the controller, and waits there.
+    type: bool
+    default: true
   play:
     description: The play that takes the lock.
     type: str
@@ -79,7 +117,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 action:
-  description: C(acquire), C(ours), C(take_over) (taking), C(refuse) (failed), C(released) or C(kept) (releasing).
+  description:
+    - C(acquire), C(ours), C(take_over) (taking), C(refuse) (failed), C(held) (another live holder, O(wait=false)),
+      C(released) or C(kept) (releasing).
   returned: always
   type: str
 holder:
@@ -109,6 +149,12 @@ ARGUMENT_SPEC = dict(
     run_id=dict(type="str", required=True),
     owner=dict(type="str", default=""),
     controller_pid=dict(type="int", default=0),
+    controller=dict(type="str", default=""),
+    controller_pid_start=dict(type="str", default=""),
+    take_over_run_id=dict(type="str", default=""),
+    take_over_reason=dict(type="str", default=""),
+    break_lock=dict(type="bool", default=False),
+    wait=dict(type="bool", default=True),
     play=dict(type="str", default=""),
     timeout_s=dict(type="int", default=120),
     max_age_s=dict(type="int", default=14400),
@@ -158,6 +204,30 @@ def _create(path, record):
     return True
 
 
+def _take_over(path, record, mine):
+    """Replace the lock ``record`` (read before) by ``mine``; False when another run got there first."""
+    # Move the stale file aside first: of two runs taking it over, one rename succeeds.
+    aside = "%s.stale.%d" % (path, os.getpid())
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        return False
+    with open(aside) as handle:
+        moved = host_lock.parse(handle.read())
+    if (moved or {}).get("run_id") != (record or {}).get("run_id"):
+        # Another run replaced the lock since it was read: put theirs back, and look again.
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+        os.unlink(aside)
+        return False
+    os.unlink(aside)
+    return _create(path, mine)
+
+
 def _acquire(module, params):
     path = params["path"]
     boot_id = _boot_id()
@@ -177,23 +247,31 @@ def _acquire(module, params):
             waited_s=waited,
             timeout_s=params["timeout_s"],
             pid_alive=_pid_alive,
+            take_over_run_id=params["take_over_run_id"],
+            take_over_reason=params["take_over_reason"],
+            break_lock=params["break_lock"],
+            wait=params["wait"],
         )
         mine = host_lock.make_record(
             params["run_id"],
             owner=params["owner"],
+            controller=params["controller"],
             controller_pid=params["controller_pid"],
+            controller_pid_start=params["controller_pid_start"],
             play=params["play"],
             started_at=now,
             boot_id=boot_id,
         )
         if action == host_lock.OURS:
             module.exit_json(changed=False, action=action, holder=record, waited_s=waited, reason=reason)
+        if action == host_lock.HELD:
+            module.exit_json(changed=False, action=action, holder=record, waited_s=waited, reason=reason, now=now)
         if action == host_lock.REFUSE:
             module.fail_json(
                 msg="The host lock %s is %s. Another deploy, rollback or stop runs on this host: run again when it"
-                " has finished, or raise sglang_service_lock_timeout_s. If that run is gone, remove %s after"
-                " checking, or wait until the lock is older than sglang_service_lock_max_age_s (%ds)."
-                % (path, reason, path, params["max_age_s"]),
+                " has finished, or raise sglang_service_lock_timeout_s. If that run is gone, run again with"
+                " -e sglang_service_lock_break=true after checking, or wait until the lock is older than"
+                " sglang_service_lock_max_age_s (%ds)." % (path, reason, params["max_age_s"]),
                 action=action,
                 holder=record,
                 waited_s=waited,
@@ -201,16 +279,8 @@ def _acquire(module, params):
                 failure_class="host_locked",
             )
         if action == host_lock.TAKE_OVER:
-            # Move the stale file aside first: of two runs taking it over, one rename succeeds.
-            aside = "%s.stale.%d" % (path, os.getpid())
-            try:
-                os.rename(path, aside)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    raise
-                continue
-            os.unlink(aside)
-            if _create(path, mine):
+            if _take_over(path, record, mine):
+                # Said in the output: the module's warning names the old holder and why.
                 module.warn(reason)
                 module.exit_json(changed=True, action=action, holder=mine, waited_s=waited, reason=reason)
             continue

@@ -35,6 +35,7 @@ HANDED_TO_MODULES = {
     "sglang_service_readiness_poll_interval_s": (sglang_readiness, "poll_interval"),
     "sglang_service_lock_timeout_s": (sglang_host_lock, "timeout_s"),
     "sglang_service_lock_max_age_s": (sglang_host_lock, "max_age_s"),
+    "sglang_service_lock_break": (sglang_host_lock, "break_lock"),
 }
 PROBE_KEYS = ("prompt", "max_new_tokens", "temperature", "timeout", "api")
 
