@@ -33,6 +33,7 @@ class ActionModule(ActionBase):
         if args.get("state", "acquired") == "released" or self._task.check_mode:
             result.update(self._call(args, task_vars))
             return result
+        controller.guard_worker()  # a wait of a killed run ends with it (it would take the lock for nobody)
         me = controller.identity()
         pid = int(args.get("controller_pid") or controller.playbook_pid())
         args.update(

@@ -484,3 +484,50 @@ def failure_message(report):
 def without_attempts(report):
     """The report for set_stats' per-host summary (attempts are published on their own)."""
     return {key: value for key, value in report.items() if key != "attempts"}
+
+
+# -- the host-side readiness job (async) and its reaping --------------------------------------
+READINESS_JOB_NAME = "readiness.job"
+
+
+def readiness_job(*, pid, start, pgid, parent_argv, async_dir):
+    """What the readiness module writes about itself on the host while it runs (``readiness.job``).
+
+    Run by Ansible's async_wrapper, its parent's argv is ``<python> AnsiballZ_async_wrapper.py <jid prefix>
+    <time limit> <module script> <args file> ...`` and its process group is the wrapper's job (the wrapper's
+    watcher kills that group at the time limit): the next run ends the job by that group, only while
+    ``pid`` is still the process that wrote it (``start``), and removes the job's results files
+    (``<async dir>/<jid prefix>.*``) and its temporary directory."""
+    argv = list(parent_argv or [])
+    wrapped = len(argv) >= 5 and "async_wrapper" in posixpath.basename(argv[1])
+    return {
+        "pid": int(pid),
+        "start": str(start or ""),
+        "pgid": int(pgid) if wrapped else 0,
+        "jid": argv[2] if wrapped else "",
+        "async_dir": str(async_dir or "") if wrapped else "",
+        "tmpdir": posixpath.dirname(argv[4]) if wrapped else "",
+    }
+
+
+def reap_plan(job, *, start_now):
+    """(signal the group?, pgid, leftovers to remove, reason) for a readiness job found by the next run.
+
+    ``job``: the parsed ``readiness.job`` (None: none); ``start_now``: the start token of its pid now
+    ("" when no such process). The job is ended only while its pid is the process that wrote the file;
+    its async results and temporary directory go in any case (a run holding the host lock has no job)."""
+    if not job:
+        return False, 0, [], ""
+    alive = bool(job.get("pid")) and bool(start_now) and start_now == job.get("start")
+    leftovers = []
+    if job.get("async_dir") and job.get("jid"):
+        leftovers.append(posixpath.join(job["async_dir"], job["jid"] + ".*"))
+    if job.get("tmpdir") and "-tmp-" in posixpath.basename(job["tmpdir"]):
+        leftovers.append(job["tmpdir"])
+    if alive:
+        target = job.get("pgid") or job["pid"]
+        reason = "a readiness job left by an interrupted run (pid %s, group %s) still ran: ended" % (job["pid"], target)
+        return True, target, leftovers, reason
+    return False, 0, leftovers, "the readiness job of an earlier run (pid %s) has ended; its leftovers removed" % (
+        job.get("pid"),
+    )

@@ -22,6 +22,10 @@ description:
   - C(report) builds the success or failure report, its text, and the per-host statistics.
   - C(target) chooses the release C(playbooks/rollback.yml) returns to; only a complete release (one with
     C(<runtime_root>/releases/<id>/.complete)) is accepted.
+  - C(reap) ends a readiness job left running on the host by an interrupted run (O(job_file), written by
+    M(specdec.sglang.sglang_readiness)) - SIGTERM to its async job's process group, SIGKILL after 5 s, only while
+    its pid is still the process that wrote the file - and removes the job's async results file and temporary
+    directory.
   - C(build) says whether the release O(release_id) must be built - not when it is complete - and fails when it is
     incomplete and C(current) points to it (the release the engine runs from is never rebuilt in place).
   - The decisions are the pure functions of C(plugins/module_utils/release.py).
@@ -30,7 +34,7 @@ options:
     description: The decision to make.
     type: str
     required: true
-    choices: [plan, restart, judge, rollback, record, report, target, build]
+    choices: [plan, restart, judge, rollback, record, report, target, build, reap]
   runtime_root:
     description:
       - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
@@ -135,6 +139,9 @@ options:
     description: Step C(report). The release the rollback returned to (RV(target) of the C(rollback) step).
     type: str
     default: ""
+  job_file:
+    description: Step C(reap). The readiness job file (the O(specdec.sglang.sglang_readiness#module:job_file)).
+    type: path
   rollback_release:
     description: Step C(target). A release id to roll back to; empty means the record's previous good release.
     type: str
@@ -235,6 +242,15 @@ target:
   description: Steps C(rollback), C(target). The release to return to; empty when none.
   returned: when step is rollback or target
   type: str
+reaped:
+  description: Step C(reap). Whether a readiness job of an interrupted run was still running and was ended.
+  returned: when step is reap
+  type: bool
+removed:
+  description: Step C(reap). The async results files and temporary directories of that job that were removed.
+  returned: when step is reap
+  type: list
+  elements: str
 build:
   description: Step C(build). Whether the release must be built (it has no C(.complete) and C(current) is elsewhere).
   returned: when step is build
@@ -267,18 +283,21 @@ stats:
   type: dict
 """
 
+import glob  # noqa: E402
 import hashlib  # noqa: E402  (Ansible modules keep their docs first)
+import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, release  # noqa: E402
 
 RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 FILE_ROLES = ("unit", "env", "config")
-STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build")
+STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build", "reap")
 
 ARGUMENT_SPEC = dict(
     step=dict(type="str", required=True, choices=list(STEPS)),
@@ -309,6 +328,7 @@ ARGUMENT_SPEC = dict(
     context=dict(type="dict", default={}),
     rollback_target=dict(type="str", default=""),
     rollback_release=dict(type="str", default=""),
+    job_file=dict(type="path"),
 )
 
 
@@ -387,6 +407,46 @@ class Host:
 
     def remove_tree(self, path):
         shutil.rmtree(path)
+
+    def unlink(self, path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def proc_start(self, pid):
+        """The start token of ``pid`` here ("" when no such process)."""
+        stat = self.read("/proc/%d/stat" % int(pid)) or ""
+        return host_lock.process_start_token((self.read("/proc/sys/kernel/random/boot_id") or "").strip(), stat)
+
+    def end_group(self, pgid, grace_s=5.0):
+        """SIGTERM to a process group, SIGKILL when it is still there after ``grace_s``."""
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def remove_matching(self, pattern):
+        """Remove the files and directories matching ``pattern``; the paths removed."""
+        removed = []
+        for path in glob.glob(pattern):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                self.unlink(path)
+            removed.append(path)
+        return removed
 
 
 FILE_MODES = {"unit": 0o644, "env": 0o600, "config": 0o600}
@@ -572,6 +632,26 @@ class Steps:
         if error:
             raise release.RecordError(error)
         return {"target": target, "record": record, "serving": (record or {}).get("release_id", "")}
+
+    def reap(self):
+        path = self.p["job_file"]
+        text = self.host.read(path) if path else None
+        if text is None:
+            return {"reaped": False, "removed": [], "reason": ""}
+        try:
+            job = json.loads(text)
+        except ValueError:
+            job = None
+        job = job if isinstance(job, dict) else {}
+        kill, pgid, leftovers, reason = release.reap_plan(job, start_now=self.host.proc_start(job.get("pid") or 0))
+        removed = []
+        if not self.check_mode:
+            if kill:
+                self.host.end_group(pgid)
+            for pattern in leftovers:
+                removed += self.host.remove_matching(pattern)
+            self.host.unlink(path)
+        return {"changed": kill or bool(removed), "reaped": kill, "removed": removed, "reason": reason, "job": job}
 
     def build(self):
         p = self.p

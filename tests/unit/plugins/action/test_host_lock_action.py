@@ -26,6 +26,7 @@ def run_action(monkeypatch, replies, **args):
     calls = []
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     monkeypatch.setattr(action.time, "sleep", lambda s: None)
+    monkeypatch.setattr(controller, "guard_worker", lambda: None)
     plugin = object.__new__(action.ActionModule)
     plugin._task = types.SimpleNamespace(
         args={"path": "/s/host.lock", "run_id": "run-mine", "timeout_s": 0, "poll_s": 0.1, **args}, check_mode=False
