@@ -16,11 +16,11 @@ description:
   - C(restart) reads the unit's state, where C(current) points and the checksums of the live and the last
     good files, and says whether the service must restart. It fails when the release has no launcher.
     It also compares the running process with the one the record verified - its release (from its resolved
-    command line, executable, working directory and mapped files), environment and command line (RV(observed)):
-    a difference is RV(drift), a reason to restart and verify. And it reads what happened since the record -
+    command line, executable, working directory and mapped files), environment and command line (RV(observed)).
+    A difference is RV(drift), a reason to restart and verify. And it reads what happened since the record -
     C(NRestarts), the exits in the unit's journal, the log lines of the last one (RV(restarts_since_record)).
   - C(judge) turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
-    C(judge) and C(report) run on the controller (the action plugin of the same name): they read no host file.
+    C(judge) and C(report) run on the controller (the action plugin of the same name) - they read no host file.
   - C(rollback) restores the last good unit, environment and config files and points C(current) back at the
     last good release, when it is still on disk.
   - C(record) keeps copies of the files that proved good, writes the record (with the verified process as
