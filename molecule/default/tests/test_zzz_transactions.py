@@ -125,7 +125,10 @@ def test_a_cancelled_deploy_leaves_nothing_running_and_its_drift_is_found_and_he
     while not any("Wait for a real generation" in line for line in slow.lines):
         assert slow.poll() is None and time.monotonic() < deadline, "".join(slow.lines)[-3000:]
         time.sleep(0.2)
-    time.sleep(3)  # the async job runs on the host
+    deadline = time.monotonic() + 60
+    while not lab_host.file(JOB).exists:  # the async readiness job runs on the host
+        assert slow.poll() is None and time.monotonic() < deadline, "".join(slow.lines)[-3000:]
+        time.sleep(0.5)
     os.killpg(slow.pid, signal.SIGKILL)  # ansible-runner's cancel (AWX)
     finish(slow)
     # Ansible's worker of the readiness wait (its own session) ends with its ansible-playbook.
