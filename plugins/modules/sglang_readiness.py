@@ -633,6 +633,14 @@ def _read(path):
         return ""
 
 
+def _async_dir(environ):
+    """The async_wrapper's results directory (``ANSIBLE_ASYNC_DIR``, ``~`` being this user's home)."""
+    directory = environ.get("ANSIBLE_ASYNC_DIR") or "~/.ansible_async"
+    if directory.startswith("~/"):
+        directory = os.path.join(environ.get("HOME") or "/root", directory[2:])
+    return directory
+
+
 def write_job(path, proc_root="/proc"):
     """Record this process (and its async job) in ``path`` (0600, atomic); the record written."""
     pid = os.getpid()
@@ -643,7 +651,7 @@ def write_job(path, proc_root="/proc"):
         ),
         pgid=os.getpgrp(),
         parent_argv=[arg for arg in _read("%s/%d/cmdline" % (proc_root, os.getppid())).split("\0") if arg],
-        async_dir=os.path.expanduser(os.environ.get("ANSIBLE_ASYNC_DIR", "~/.ansible_async")),
+        async_dir=_async_dir(os.environ),
     )
     tmp = "%s.tmp.%d" % (path, pid)
     try:
