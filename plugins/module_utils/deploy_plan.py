@@ -350,9 +350,10 @@ def derive_manifest(version: str, explicit, known: dict, sources=None, default_s
     compiled core; each core package comes from ``sources[name]`` (``sglang_runtime_core_sources``),
     else ``default_source``. ``explicit`` entries (``sglang_runtime_manifest``) win by name and keep
     their order; the core packages they do not name follow them. A version with no known runtime
-    needs an explicit manifest.
+    needs an explicit manifest. Entries derived by an earlier plan (``derived_from``, the manifest the
+    release tasks were handed) are derived again, for this version.
     """
-    explicit = [e for e in explicit or [] if isinstance(e, dict)]
+    explicit = [e for e in explicit or [] if isinstance(e, dict) and not e.get("derived_from")]
     sources = dict(sources or {})
     runtimes = known.get("runtimes") or {}
     known_versions = ", ".join(sorted(runtimes)) or "none"

@@ -142,3 +142,13 @@ def test_a_derived_reference_venv_entry_needs_the_reference_venv():
 def test_a_malformed_core_sources_is_left_to_the_roles_validation():
     args = {"sglang": {"version": "0.5.17"}, "manifest": [], "core_sources": "torch"}
     assert deploy_plan.deferred_inputs(args) == "sglang_runtime_core_sources"
+
+
+def test_a_manifest_derived_by_an_earlier_plan_is_derived_again_for_the_new_version():
+    """The release tasks are handed the plan's manifest; planning again for another version does not keep it."""
+    first = deploy_plan.derive_manifest(DEFAULT_VERSION, [], KNOWN)["manifest"]
+    other = next(v for v in sorted(KNOWN["runtimes"]) if v != DEFAULT_VERSION)
+    again = deploy_plan.derive_manifest(other, first, KNOWN)
+    assert [(e["name"], e["version"]) for e in again["manifest"]] == [
+        (p["name"], p["version"]) for p in KNOWN["runtimes"][other]["core"]
+    ]
