@@ -51,6 +51,8 @@ DIMENSION_VARIABLES = {
     "attention_backends": "sglang_service_attention_backend",
 }
 KNOWN_RUNTIMES_FILE = "roles/sglang_runtime/files/known_runtimes.yml"
+# Where a core package derived from a known runtime may come from (a wheelhouse needs a wheel and its sha256).
+CORE_SOURCES = tuple(s for s in SOURCES if s != "wheelhouse")
 
 
 def deferred_inputs(args: dict) -> str:
@@ -365,8 +367,11 @@ def derive_manifest(version: str, explicit, known: dict, sources=None, default_s
                 f"sglang_runtime_core_sources.{name}: not a core package of a known runtime;"
                 f" allowed: {', '.join(core_names)}"
             )
-        elif source not in SOURCES:
-            errors.append(f"sglang_runtime_core_sources.{name}={source}: allowed: {', '.join(SOURCES)}")
+        elif source not in CORE_SOURCES:
+            errors.append(
+                f"sglang_runtime_core_sources.{name}={source}: allowed: {', '.join(CORE_SOURCES)}"
+                " (a wheelhouse pin needs its wheel and sha256: an entry of sglang_runtime_manifest)"
+            )
     runtime = runtimes.get(str(version))
     if runtime is None:
         if not explicit:
