@@ -240,22 +240,39 @@ RUNTIME_CASES = [
 CASES += RUNTIME_CASES
 RUNTIME_REFERENCE = "/opt/specdec-badin-reference-venv"  # a copy of the lab's, with an sglang wanting torch 2.14.1
 RUNTIME_ROOT = "/opt/sglang-badin-refcheck"  # the release root of that run: must never be created
+RUNTIME_MODELS = "/opt/specdec-badin-models"
 
 
 def test_runtime_a_reference_venv_whose_sglang_wants_another_torch_is_refused_in_preflight(matrix):
     """Only the host knows its reference venv: preflight reads it and refuses it before the release root exists."""
     defaults = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
     version = defaults["sglang_runtime_sglang_version"]
-    lab_vars = yaml.safe_load((REPO / "inventory" / "group_vars" / "lab" / "runtime.yml").read_text())
     site = f"{RUNTIME_REFERENCE}/lib/python3.11/site-packages"
     metadata = f"Metadata-Version: 2.1\\nName: sglang\\nVersion: {version}\\nRequires-Dist: torch==2.14.1\\n"
+    # The lab's reference venv as the runtime scenario makes it (the stub triton unpacked), plus that sglang.
+    sh(["podman", "cp", str(REPO / ".cache/stub-wheels/triton-3.6.0-py3-none-any.whl"), f"{CONTAINER}:/tmp/"])
     sh(["podman", "exec", CONTAINER, "sh", "-c",
-        f"set -e; rm -rf {RUNTIME_REFERENCE} {RUNTIME_ROOT}; cp -a {lab_vars['sglang_runtime_reference_venv']}"
-        f" {RUNTIME_REFERENCE}; mkdir -p {site}/sglang-{version}.dist-info;"
-        f" printf '{metadata}' > {site}/sglang-{version}.dist-info/METADATA"])  # fmt: skip
+        f"set -e; rm -rf {RUNTIME_REFERENCE} {RUNTIME_ROOT};"
+        f" /usr/bin/python3 -m venv --without-pip {RUNTIME_REFERENCE};"
+        f" /usr/bin/python3 -m zipfile -e /tmp/triton-3.6.0-py3-none-any.whl {site};"
+        f" mkdir -p {site}/sglang-{version}.dist-info;"
+        f" printf '{metadata}' > {site}/sglang-{version}.dist-info/METADATA;"
+        f" for d in target draft; do mkdir -p {RUNTIME_MODELS}/$d;"
+        f" echo '{{}}' > {RUNTIME_MODELS}/$d/config.json; done"])  # fmt: skip
     result = play(
         DEPLOY,
-        [json.dumps({"sglang_runtime_reference_venv": RUNTIME_REFERENCE, "sglang_runtime_root": RUNTIME_ROOT})],
+        [
+            json.dumps(
+                {
+                    "sglang_runtime_reference_venv": RUNTIME_REFERENCE,
+                    "sglang_runtime_root": RUNTIME_ROOT,
+                    # the bare lab host has no models: directories with a config.json pass the path check
+                    "sglang_service_model_path": f"{RUNTIME_MODELS}/target",
+                    "sglang_service_draft_model_path": f"{RUNTIME_MODELS}/draft",
+                    "sglang_preflight_model_integrity_checks": False,
+                }
+            )
+        ],
     )
     out = result["out"]
     assert result["rc"] == 2, out[-3000:]
