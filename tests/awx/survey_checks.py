@@ -207,6 +207,7 @@ def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_ve
     """
     from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
 
+    where = "the default runtime" if sglang_version is None else "a runtime the survey offers"
     if sglang_version is None:
         defaults = yaml.safe_load((repo / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
         sglang_version = defaults["sglang_runtime_sglang_version"]
@@ -228,7 +229,7 @@ def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_ve
         if not serving:
             listing = "; ".join(deploy_plan.describe_set(r) for r in sets)
             errors.append(
-                f"sglang_service_speculative_algorithm={algorithm}: no patch set serves it on the default runtime"
+                f"sglang_service_speculative_algorithm={algorithm}: no patch set serves it on {where}"
                 f" (sglang {sglang_version}); patch sets: {listing}"
             )
     return errors

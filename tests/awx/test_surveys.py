@@ -9,6 +9,7 @@ import copy
 import awx_job
 import pytest
 import survey_checks
+import yaml
 
 DATA = awx_job.load_templates()
 TEMPLATES = DATA["specdec_awx_job_templates"]
@@ -229,9 +230,14 @@ def test_every_algorithm_the_survey_offers_is_served_by_the_default_runtime():
     assert survey_checks.runtime_serves_errors(q["choices"]) == []
 
 
-def test_mutation_a_runtime_no_set_serves_ddtree_on_is_refused():
-    """With sglang 0.5.23 as the runtime, ddtree-0.5.23 serves no algorithm: the survey may not offer DDTREE."""
-    errors = survey_checks.runtime_serves_errors(["DFLASH", "DDTREE"], sglang_version="0.5.23")
+def test_mutation_a_runtime_no_set_serves_ddtree_on_is_refused(tmp_path):
+    """With a runtime whose only patch set serves no algorithm, the survey may not offer DDTREE."""
+    source = survey_checks.REPO / "patchsets" / "ddtree-0.5.23" / "patchset.yml"
+    manifest = yaml.safe_load(source.read_text())
+    manifest["serves"]["algorithms"] = []
+    (tmp_path / "patchsets" / "ddtree-0.5.23").mkdir(parents=True)
+    (tmp_path / "patchsets" / "ddtree-0.5.23" / "patchset.yml").write_text(yaml.safe_dump(manifest))
+    errors = survey_checks.runtime_serves_errors(["DFLASH", "DDTREE"], tmp_path, sglang_version="0.5.23")
     assert len(errors) == 1
     assert errors[0].startswith("sglang_service_speculative_algorithm=DDTREE: no patch set serves it")
     assert "ddtree-0.5.23 (sglang 0.5.23; serves algorithms: none" in errors[0]
@@ -270,7 +276,12 @@ def test_mutation_a_version_with_no_known_runtime_is_refused_naming_the_known_on
 
 def test_mutation_ddtree_offered_with_a_version_no_set_serves_it_on_is_refused():
     """The survey cannot tie one answer to another: DDTREE may be offered only if every offered version serves it."""
-    template = with_version_question(survey_checks.known_runtime_versions())
+    template = with_version_question([*survey_checks.known_runtime_versions(), "0.5.99"])
     _t, algorithm = question("sglang deploy", "sglang_service_speculative_algorithm")
     errors = survey_checks.question_errors(algorithm, template, SPECS)
-    assert any(e.startswith("sglang_service_speculative_algorithm=DDTREE: no patch set serves it") for e in errors)
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        "sglang_service_speculative_algorithm=DDTREE: no patch set serves it on a runtime the survey offers"
+        " (sglang 0.5.99)"
+    )
+    assert survey_checks.question_errors(algorithm, with_version_question(["0.5.17"]), SPECS) == []
