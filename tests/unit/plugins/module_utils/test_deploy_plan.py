@@ -13,6 +13,10 @@ DEFAULTS = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "runtime.
 DEFAULT_VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[
     "sglang_runtime_sglang_version"
 ]
+# The GPU hosts' manifest: the core of the default version's known runtime, from the inventory's sources.
+DEFAULT_MANIFEST = deploy_plan.derive_manifest(
+    DEFAULT_VERSION, DEFAULTS.get("sglang_runtime_manifest"), KNOWN, DEFAULTS["sglang_runtime_core_sources"]
+)["manifest"]
 OLD_MANIFEST = [  # the manifest the collection shipped with sglang 0.5.23 (issue 18)
     {"name": "torch", "version": "2.11.0", "local": "cu130", "source": "reference_venv"},
     {"name": "triton", "version": "3.6.0", "source": "reference_venv"},
@@ -43,7 +47,7 @@ def test_the_old_manifest_is_refused_naming_torch_2_14_1_required_by_sglang_0_5_
 
 
 def test_the_default_runtime_is_coherent_with_the_default_sglang():
-    manifest = DEFAULTS["sglang_runtime_manifest"]
+    manifest = DEFAULT_MANIFEST
     result = deploy_plan.check_runtime(
         {"version": DEFAULT_VERSION, "source": "index"}, manifest, "3.12", KNOWN, no_wheel
     )
@@ -53,7 +57,7 @@ def test_the_default_runtime_is_coherent_with_the_default_sglang():
 
 
 def test_a_kernel_built_for_another_torch_is_refused_by_its_own_pin():
-    manifest = [dict(e) for e in DEFAULTS["sglang_runtime_manifest"]]
+    manifest = [dict(e) for e in DEFAULT_MANIFEST]
     for entry in manifest:
         if entry["name"] == "torch":
             entry["version"] = "2.14.1"
@@ -227,7 +231,7 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
     built = deploy_plan.build_plan(
         {
             "sglang": {"version": DEFAULT_VERSION, "source": "index"},
-            "manifest": DEFAULTS["sglang_runtime_manifest"],
+            "manifest": DEFAULT_MANIFEST,
             "python_version": "3.12",
             "cuda_version": "13.0",
             "algorithm": "DDTREE",
