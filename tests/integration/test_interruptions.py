@@ -48,11 +48,13 @@ INTERPRETERS = {"A": "/usr/bin/python3", "B": "/usr/bin/python3.11"}
 # The lab's fast connection (lab/connection/podman.py: one nsenter per task), as a host variable (an
 # extra var would also bind the tasks delegated to localhost) in an inventory added to the project's.
 LAB_INVENTORY = "all:\n  hosts:\n    lab1:\n      ansible_connection: podman\n"
-# Every run: DDTREE (so the patch set step runs), a short stability window, and no watchdog (its
-# install is not a step under test and costs a tenth of a run).
+# Every run: DDTREE (so the patch set step runs; verified by compiling, since the lab's stub torch
+# imports but its venv has no numpy for sglang's imports), a short stability window, and no watchdog
+# (its install is not a step under test and costs a tenth of a run).
 COMMON_VARS = {
     "sglang_service_speculative_algorithm": "DDTREE",
     "sglang_service_attention_backend": "triton",
+    "sglang_patches_verify_mode": "compile",
     "sglang_service_settle_s": 1,
     "sglang_service_watch_enabled": False,
 }
@@ -273,9 +275,18 @@ def lab(tmp_path_factory):
     """The lab host, prepared, with release A deployed and recorded."""
     tmp = tmp_path_factory.mktemp("interrupt")
     lab_bin = str(REPO / "lab" / "bin" / "lab")
+    state = {"tmp": tmp, "recorded": "A", "ids": {}, "timings": {}}
+    reuse = os.environ.get("SPECDEC_INTERRUPT_REUSE_LAB") == "1"
+    if reuse and sh(["podman", "container", "exists", CONTAINER], check=False).returncode == 0 and record():
+        # Development only: the lab host of an earlier run, kept (its record says which release runs).
+        recorded = record()["release_id"]
+        doc = json.loads(on_host("cat %s/releases/%s/release.json" % (ROOT, recorded)).stdout)
+        state["recorded"] = next(k for k, v in INTERPRETERS.items() if v == doc["python_interpreter"])
+        state["ids"][state["recorded"]] = recorded
+        yield state
+        return
     sh([lab_bin, "down"], timeout=120, check=False)
     sh([lab_bin, "up", "1"], timeout=600)
-    state = {"tmp": tmp, "recorded": "A", "ids": {}, "timings": {}}
     try:
         started = time.monotonic()
         sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", "lab1", "-e", "ansible_connection=podman"], timeout=600)

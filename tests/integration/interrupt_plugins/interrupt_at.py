@@ -17,6 +17,8 @@ and their connection processes (the test starts ansible-playbook in a session of
 import json
 import os
 import signal
+import subprocess
+import threading
 import time
 
 from ansible.plugins.callback import CallbackBase
@@ -44,6 +46,7 @@ class CallbackModule(CallbackBase):
         self._event = os.environ.get("SPECDEC_INTERRUPT_EVENT", "start")
         self._mark = os.environ.get("SPECDEC_INTERRUPT_MARK", "")
         self._fired = False
+        self._current = ""
 
     def _matches(self, name, event):
         return bool(self._task) and not self._fired and event == self._event and name.startswith(self._task)
@@ -53,14 +56,22 @@ class CallbackModule(CallbackBase):
         if self._mark:
             with open(self._mark, "w", encoding="utf-8") as handle:
                 json.dump({"task": name, "event": event, "time": time.time()}, handle)
-        os.killpg(os.getpgrp(), signal.SIGINT)
+        if threading.current_thread() is threading.main_thread():
+            os.killpg(os.getpgrp(), signal.SIGINT)
+        else:
+            # Callbacks of worker results (the async poll) run in the strategy's results thread; a signal
+            # raised from there leaves the main thread's cleanup waiting on that thread. The terminal's
+            # Ctrl-C comes from outside: so does this one.
+            subprocess.Popen(["kill", "-INT", "--", "-%d" % os.getpgrp()])
 
+    # The task's own name (get_name() prefixes the role: "specdec.sglang.sglang_runtime : Install sglang").
+    # The linear strategy runs one task at a time: an async poll belongs to the last task started (the
+    # poll's own result names the async_status task, not the one polled).
     def v2_playbook_on_task_start(self, task, is_conditional):
-        name = task.get_name()
-        if self._matches(name, "start"):
-            self._interrupt(name, "start")
+        self._current = task.name or ""
+        if self._matches(self._current, "start"):
+            self._interrupt(self._current, "start")
 
     def v2_runner_on_async_poll(self, result):
-        name = result.task_name or result._task.get_name()
-        if self._matches(name, "async_poll"):
-            self._interrupt(name, "async_poll")
+        if self._matches(self._current, "async_poll"):
+            self._interrupt(self._current, "async_poll")
