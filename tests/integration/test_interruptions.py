@@ -258,7 +258,8 @@ def unverified_complete_releases():
 
 def readiness_jobs():
     """Readiness jobs (async module runs) still alive on the host: pid and command line."""
-    out = on_host("pgrep -af AnsiballZ_sglang_readiness || true").stdout
+    # [A]: the pattern does not match the shell that runs pgrep.
+    out = on_host("pgrep -af '[A]nsiballZ_sglang_readiness' || true").stdout
     return [line for line in out.splitlines() if line.strip()]
 
 
