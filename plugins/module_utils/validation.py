@@ -46,6 +46,7 @@ RULE_KEYS = frozenset(
         "keys_not_in",
         "value_pattern",
         "batch_size",
+        "envelopes",
     )
 )
 TYPES = ("str", "path", "int", "float", "bool", "list", "dict", "raw")
@@ -264,7 +265,7 @@ def check(name: str, value, spec: dict, rule: dict | None = None) -> list[str]:
     if type_ == "list":
         return _check_list(name, converted, spec, rule)
     if type_ == "dict":
-        return _check_dict(name, converted, rule)
+        return _check_dict(name, converted, rule) + (check_envelopes(name, converted) if rule.get("envelopes") else [])
     return _check_choices(name, converted, spec.get("choices")) or _check_scalar(name, converted, rule)
 
 
@@ -332,6 +333,126 @@ def _hide(message: str, value) -> str:
     for part in (p for p in parts if isinstance(p, str) and p):
         message = message.replace(part, "<hidden>")
     return message
+
+
+# --- memory envelopes (sglang_service_envelopes) ---------------------------------------------------------
+# Each field, the rule it must meet, and the advice an error gives. One rule per field, checked in this order;
+# an error names the envelope, the field, the value found and the rule it broke.
+ENVELOPE_FIELDS = ("context_length", "mem_fraction_static", "max_running_requests", "cuda_graph", "environment")
+ENVELOPE_REQUIRED = ("mem_fraction_static",)
+ENVELOPE_RESERVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "SGLANG_API_KEY", "SGLANG_DDTREE_BUDGET")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_ONE_LINE = re.compile(r"[^\n\r]*")  # fullmatch: "$" would accept a trailing newline
+_ENVELOPE_USE = {
+    "context_length": "use a whole number >= 0 (0 = the model's own context length), such as 32768",
+    "mem_fraction_static": "use a number strictly between 0 and 1, such as 0.88",
+    "max_running_requests": "use a whole number >= 1, such as 4",
+    "cuda_graph": "use true or false (a YAML or JSON boolean; false renders --disable-cuda-graph)",
+    "environment": "use a dict of environment variable names ([A-Z0-9_]) to one-line values",
+}
+
+
+def _whole_number(value):
+    """``value`` as an int when it is one (an int, or a string of digits), else None; a bool is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT.match(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def _whole_number_error(low: int):
+    def rule(value) -> str | None:
+        number = _whole_number(value)
+        if number is None:
+            return f"is {_kind(value)}, not a whole number"
+        return f"is below {low}" if number < low else None
+
+    return rule
+
+
+def _fraction_error(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return f"is {_kind(value)}, not a number"
+    if isinstance(value, str) and not _FLOAT.match(value.strip()):
+        return "is a string, not a number"
+    return None if 0 < float(value) < 1 else "is outside (0, 1)"
+
+
+def _boolean_error(value) -> str | None:
+    # Strict: the role renders it with `| bool` but the envelope planner reads it with Python's bool(),
+    # where the string "false" is true.
+    return None if isinstance(value, bool) else f"is {_kind(value)}, not a boolean"
+
+
+# The rule of each scalar field: the rule ``value`` breaks ("is outside (0, 1)"), or None when it is valid.
+_ENVELOPE_RULES = {
+    "context_length": _whole_number_error(0),
+    "mem_fraction_static": _fraction_error,
+    "max_running_requests": _whole_number_error(1),
+    "cuda_graph": _boolean_error,
+}
+
+
+def _envelope_environment_errors(label: str, environment) -> list[str]:
+    use = _ENVELOPE_USE["environment"]
+    if not isinstance(environment, dict):
+        return [f"{label}={show(environment)} is {_kind(environment)}, not a dict; {use}"]
+    errors = []
+    for key, item in environment.items():
+        where = f"{label}.{key}"
+        if not _ENV_NAME.match(str(key)):
+            errors.append(f"{where}: the name is not [A-Z_][A-Z0-9_]*; {use}")
+        elif key in ENVELOPE_RESERVED_ENVIRONMENT:
+            errors.append(
+                f"{where}: the name is set by the role, not here (reserved: {', '.join(ENVELOPE_RESERVED_ENVIRONMENT)})"
+            )
+        elif isinstance(item, (dict, list)) or item is None or not _ONE_LINE.fullmatch(str(item)):
+            errors.append(f"{where}={show(item)} is not a one-line string, number or boolean; {use}")
+    return errors
+
+
+def check_envelope(label: str, envelope) -> list[str]:
+    """Errors of one envelope, ``label`` being ``sglang_service_envelopes.<name>``: one per field that breaks its rule.
+
+    Each message names the envelope and the field, the value found, the rule broken and what to use:
+    ``sglang_service_envelopes.full.mem_fraction_static=1.2 is outside (0, 1); use a number strictly between 0
+    and 1, such as 0.88``.
+    """
+    if not isinstance(envelope, dict):
+        return [
+            f"{label}={show(envelope)} is {_kind(envelope)}, not a dict; an envelope is a dict of "
+            f"{', '.join(ENVELOPE_FIELDS)} (mem_fraction_static required)"
+        ]
+    errors = []
+    for key in envelope:
+        if key not in ENVELOPE_FIELDS:
+            close = difflib.get_close_matches(str(key), ENVELOPE_FIELDS, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            errors.append(f"{label}.{key} is not an envelope field ({hint}allowed: {', '.join(ENVELOPE_FIELDS)})")
+    for field in ENVELOPE_REQUIRED:
+        if field not in envelope:
+            errors.append(f"{label}.{field} is missing (required); {_ENVELOPE_USE[field]}")
+    for field in ENVELOPE_FIELDS:
+        if field not in envelope:
+            continue
+        if field == "environment":
+            errors.extend(_envelope_environment_errors(f"{label}.environment", envelope[field]))
+            continue
+        broken = _ENVELOPE_RULES[field](envelope[field])
+        if broken:
+            errors.append(f"{label}.{field}={show(envelope[field])} {broken}; {_ENVELOPE_USE[field]}")
+    return errors
+
+
+def check_envelopes(name: str, envelopes: dict) -> list[str]:
+    """Errors of every envelope of ``name`` (``sglang_service_envelopes``), in the order they are defined."""
+    errors = []
+    for envelope_name, envelope in envelopes.items():
+        errors.extend(check_envelope(f"{name}.{envelope_name}", envelope))
+    return errors
 
 
 def unknown_variables(names, known, prefixes) -> list[str]:

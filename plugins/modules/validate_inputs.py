@@ -24,7 +24,8 @@ options:
       - Extra checks per variable. Keys C(min), C(max) (numbers, or each list element), C(pattern) and C(means)
         (a regex and its description), C(abs_path) and C(allow_empty), C(non_empty), C(unique) (lists),
         C(keys), C(required_keys), C(key_pattern), C(keys_not_in), C(value_pattern) and C(value_means) (dicts),
-        C(batch_size) (Ansible's C(serial), a count, a percentage or a list of those).
+        C(batch_size) (Ansible's C(serial), a count, a percentage or a list of those), C(envelopes) (a dict of
+        memory envelopes, C(sglang_service_envelopes), each error naming the envelope, the field and the rule broken).
     type: dict
     default: {}
   specs:

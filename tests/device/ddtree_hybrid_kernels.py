@@ -21,9 +21,11 @@ DDTree trees from ddtree_utils.build_tree (random drafts), two requests per call
 slots. Exit status 0 when every node matches.
 
 On the device machine it runs the real kernels on the GPU (run-ddtree --hybrid); on a CPU, triton's
-interpreter runs them (TRITON_INTERPRET=1, set here when --device cpu; needs torch, triton and numpy,
-and --sglang-src: an unpacked sglang 0.5.17 wheel, e.g. .cache/sglang-src/0.5.17 from
-scripts/fetch-sglang).
+interpreter runs them (TRITON_INTERPRET=1, set here when --device cpu; needs torch, triton and numpy
+< 2.4 (numpy 2.4 refuses the interpreter's one-element loop bounds), and --sglang-src: an unpacked
+sglang wheel, e.g. .cache/sglang-src/0.5.17 from scripts/fetch-sglang). With
+--sglang-src .cache/sglang-src/0.5.23 it checks 0.5.23's own kernels (the GDN kernel moved to
+kernels/ops/attention/linear/ there), the ones the ddtree-0.5.23 set hands the same links to.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SET_UTILS = REPO / "patchsets" / "ddtree-0.5.17" / "files" / "sglang" / "srt" / "speculative" / "ddtree_utils.py"
 CONV = "sglang/kernels/ops/mamba/causal_conv1d_triton.py"
 GDN = "sglang/kernels/ops/attention/fla/fused_sigmoid_gating_recurrent.py"
+GDN_0_5_23 = "sglang/kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py"  # moved in 0.5.23
 SCATTER = "sglang/kernels/ops/mamba/mamba_state_scatter_triton.py"
 
 
@@ -66,13 +69,25 @@ def load_kernels(sglang_src):
         )
 
         return causal_conv1d_update, fused_sigmoid_gating_delta_rule_update, du, scatter_mamba_states_after_mtp_verify
-    # Only the two kernel files, by path; the one sglang helper they import is answered here.
+    # Only the kernel files, by path; the few sglang helpers they import are answered here (0.5.23's
+    # GDN and scatter files also ask sglang.srt.utils for the device, and the scatter for a pointer
+    # table: a CPU under the interpreter is no CUDA device, and the scatter is run on a GPU only).
     jit = types.ModuleType("sglang.kernels.jit.utils")
     jit.is_arch_support_pdl = lambda: False
     sys.modules["sglang.kernels.jit.utils"] = jit
+    utils = types.ModuleType("sglang.srt.utils")
+    for name in ("is_cuda", "is_hip", "is_gfx95_supported", "is_sm90_supported"):
+        setattr(utils, name, lambda: False)
+    utils.get_device_sm = lambda: 0
+    common = types.ModuleType("sglang.srt.utils.common")
+    common.get_device_core_count = lambda *_a, **_k: 1
+    ptr_table = types.ModuleType("sglang.kernels.ops.memory.ptr_table")
+    ptr_table.make_ptr_table = None
+    for module in (utils, common, ptr_table):
+        sys.modules.setdefault(module.__name__, module)
     src = pathlib.Path(sglang_src)
     conv = _load("sglang_conv_kernel_under_test", src / CONV)
-    gdn = _load("sglang_gdn_kernel_under_test", src / GDN)
+    gdn = _load("sglang_gdn_kernel_under_test", next(p for p in (src / GDN, src / GDN_0_5_23) if p.is_file()))
     scatter = _load("sglang_scatter_kernel_under_test", src / SCATTER)
     return (
         conv.causal_conv1d_update,

@@ -3,12 +3,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ddtree patch set's verify step (ddtree_worker.py) against a toy target, on any torch (CPU is fine).
 
-    python tests/device/ddtree_worker_sim.py [--steps 40] [--set patchsets/ddtree-0.5.17]
+    python tests/device/ddtree_worker_sim.py [--steps 40] [--set patchsets/ddtree-0.5.17|patchsets/ddtree-0.5.23]
 
 Needs torch (not in the CI venv: e.g. `pip install torch==2.13.0` into a scratch venv). Loads the
 set's own ddtree_worker.py and ddtree_utils.py with the few sglang modules they import replaced by
 small stand-ins, and drives ddtree_verify_step for several requests of different lengths, step after
-step, as DFlashWorkerV2 would. The "target" is a toy model that really reads what the step gives it:
+step, as DFlashWorkerV2 would. The stand-ins follow the set's sglang_version: 0.5.17's worker imports
+verify_tree_greedy_func from eagle_utils and reads the track interval from get_exec(); 0.5.23's imports
+it from kernels.ops.speculative.spec_tree, verifies through a KV location plan of its own over the N
+slots (KVIndexTranslator.plan / KVLocPlan.write_ids, bound by prepare_for_verify as ForwardBatch.init_new
+does), writes the draft KV at the block plan's draft ids, reads the track grid from mamba_track_grid and
+may get its verify logits deferred (LogitsProcessor.is_deferred_shard / deferred_argmax).
+The "target" is a toy model that really reads what the step gives it:
 per tree node, its context is the committed tokens in the KV slots the step points at plus the tree
 nodes the custom mask lets it see, ordered by position (positions must run 0, 1, 2, ...); its next
 token is a hash of that context. The greedy tree kernel is replaced by a transcription of its
@@ -41,9 +47,11 @@ scan of the first multiple-of-interval tokens. ``--flatten`` (the toy ignores th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import pathlib
 import random
+import re
 import sys
 import types
 from types import SimpleNamespace
@@ -121,15 +129,72 @@ class DFlashVerifyInput:
         capture_hidden_mode,
         retrieve_next_token=None,
         retrieve_next_sibling=None,
+        **plan,
     ):
+        # 0.5.23's dataclass has kv_loc_plan (the verify's own window); 0.5.17's has no such field.
+        assert set(plan) <= ({"kv_loc_plan"} if SGLANG_VERSION[0] == "0.5.23" else set()), sorted(plan)
         self.draft_token, self.positions, self.draft_token_num = draft_token, positions, draft_token_num
         self.custom_mask, self.capture_hidden_mode = custom_mask, capture_hidden_mode
         self.retrieve_next_token, self.retrieve_next_sibling = retrieve_next_token, retrieve_next_sibling
+        self.kv_loc_plan = plan.get("kv_loc_plan")
 
     def prepare_for_verify(self, batch, target_worker):
         fb = SimpleNamespace(spec_info=self, seq_lens=batch.seq_lens.clone(), out_cache_loc=batch.out_cache_loc)
         fb.req_pool_indices = batch.req_pool_indices
+        if self.kv_loc_plan is not None:  # ForwardBatch.init_new binds the plan: its write ids are the forward's
+            assert self.kv_loc_plan.read_extent == self.draft_token_num, "the plan must read the whole tree"
+            fb.out_cache_loc = self.kv_loc_plan.write_ids(target_worker.model_runner.kv_index_translator)
+        elif SGLANG_VERSION[0] == "0.5.23":
+            raise AssertionError("0.5.23: a verify without its KV location plan writes the block's window only")
         return fb, False
+
+
+class ToyPlan:
+    """KVLocPlan: the iteration's write window (virtual ids) and how far its reads reach."""
+
+    def __init__(self, *, req_pool_indices, seq_lens, seq_lens_cpu, write_virtual, read_extent):
+        self.req_pool_indices, self.seq_lens, self.seq_lens_cpu = req_pool_indices, seq_lens, seq_lens_cpu
+        self.write_virtual, self.read_extent = write_virtual, read_extent
+
+    def write_ids(self, reader, *, kind=None, cols=None):
+        assert cols is None
+        return reader.translate(self.write_virtual)
+
+
+class ToyTranslator:
+    """KVIndexTranslator of a pool that names slots by their virtual ids (no unified memory)."""
+
+    is_translating = False
+
+    def plan(self, *, req_pool_indices, seq_lens, seq_lens_cpu, write_virtual, read_extent):
+        assert torch.equal(seq_lens_cpu, seq_lens.cpu()), "the plan's host lengths are the committed prefix"
+        return ToyPlan(
+            req_pool_indices=req_pool_indices,
+            seq_lens=seq_lens,
+            seq_lens_cpu=seq_lens_cpu,
+            write_virtual=write_virtual,
+            read_extent=read_extent,
+        )
+
+    def translate(self, ids):
+        return ids.clone()
+
+
+class ToyDeferredLogits:
+    """0.5.23's LogitsProcessor with defer_verify_gather: the verify logits come back as a shard."""
+
+    def __init__(self):
+        self.argmaxes = 0
+
+    def is_deferred_shard(self, logits):
+        return logits is not None
+
+    def deferred_argmax(self, logits):
+        self.argmaxes += 1
+        return torch.argmax(logits, dim=-1)
+
+    def finish_deferred_gather(self, logits):
+        raise AssertionError("a greedy batch takes the deferred argmax")
 
 
 def verify_tree_greedy_func(
@@ -142,6 +207,7 @@ def verify_tree_greedy_func(
     retrieve_next_token,
     retrieve_next_sibling,
     target_predict,
+    topk=-1,
 ):
     """sgl_kernel.verify_tree_greedy's semantics (global node ids in accept_index / predicts)."""
     for b in range(candidates.shape[0]):
@@ -195,9 +261,11 @@ class ToyTarget:
         backend = SimpleNamespace(update_mamba_state_after_mtp_verify=self.update_mamba_state_after_mtp_verify)
         self.model_runner = SimpleNamespace(
             token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv),
-            model_config=SimpleNamespace(hf_config=SimpleNamespace(hybrid_gdn=hybrid)),
+            model_config=SimpleNamespace(hf_config=SimpleNamespace(hybrid_gdn=hybrid), vocab_size=VOCAB),
             attn_backend=backend,
             model=None,
+            kv_index_translator=ToyTranslator(),
+            req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
         )
 
     def recurrent_verify(self, b, slot, inputs, spec):
@@ -280,11 +348,14 @@ class ToyTarget:
 
 
 class Worker:
-    def __init__(self, config, req_to_token, kv, *, hybrid=False, flatten=False):
+    def __init__(self, config, req_to_token, kv, *, hybrid=False, flatten=False, deferred=False):
         block = config.block_size
         self._ddtree_config = config
         self.block_size, self.device, self._need_mamba_verify_commit, self._ddtree_steps = block, "cpu", hybrid, 0
         self.ps = SimpleNamespace(tp_rank=0)
+        # 0.5.23's worker: deferred verify logits, draft TP scope, the draft pool's write ids of a plan.
+        self._target_logits_processor = ToyDeferredLogits() if deferred else None
+        self.draft_parallel_layout = None
         self.model_runner = SimpleNamespace(
             model_config=SimpleNamespace(vocab_size=VOCAB), req_to_token_pool=SimpleNamespace(req_to_token=req_to_token)
         )
@@ -303,6 +374,12 @@ class Worker:
 
     def _make_next_draft_input_decode(self, *, bonus_tokens, new_seq_lens):
         return SimpleNamespace(bonus_tokens=bonus_tokens, new_seq_lens=new_seq_lens)
+
+    def _can_skip_verify_logits(self, batch, sampling_info):
+        return sampling_info is None
+
+    def _draft_write_ids(self, plan):
+        return plan.write_ids(self.target_worker.model_runner.kv_index_translator)
 
 
 def draft_hidden_for(rng, committed, bonus, block, topk, *, nxt=target_next):
@@ -328,8 +405,14 @@ def draft_hidden_for(rng, committed, bonus, block, topk, *, nxt=target_next):
     return torch.stack(rows), chain, truth
 
 
+SGLANG_VERSION = [None]  # the loaded set's sglang_version
+
+
 def load_set(set_dir, *, chain_commit=False):
     """The set's ddtree_utils and ddtree_worker, with the sglang modules they import replaced."""
+    manifest = (REPO / set_dir / "patchset.yml").read_text()
+    SGLANG_VERSION[0] = re.search(r'^sglang_version: "([^"]+)"', manifest, re.M).group(1)
+    assert SGLANG_VERSION[0] in ("0.5.17", "0.5.23"), SGLANG_VERSION[0]
     _module("sglang").__path__ = []
     _module("sglang.srt").__path__ = []
     _module("sglang.srt.speculative").__path__ = []
@@ -340,14 +423,18 @@ def load_set(set_dir, *, chain_commit=False):
     _module("sglang.srt.speculative.dflash_info", DFlashVerifyInput=DFlashVerifyInput)
     _module("sglang.srt.speculative.dflash_utils", apply_dflash_verify_logits_adjustments=lambda **_kw: None)
     _module("sglang.srt.managers.utils", GenerationBatchResult=SimpleNamespace)
+    # 0.5.17 imports the greedy tree kernel from eagle_utils, 0.5.23 from kernels.ops.speculative.spec_tree.
     _module("sglang.srt.speculative.eagle_utils", verify_tree_greedy_func=verify_tree_greedy_func)
+    _module("sglang.kernels.ops.speculative.spec_tree", verify_tree_greedy_func=verify_tree_greedy_func)
+    _module("sglang.srt.speculative.spec_utils", draft_tp_context=lambda _layout: contextlib.nullcontext())
     _module(
         "sglang.srt.configs.hybrid_arch",
         hybrid_gdn_config=lambda mc: mc.hf_config if getattr(mc.hf_config, "hybrid_gdn", False) else None,
         mambaish_config=lambda mc: mc.hf_config if getattr(mc.hf_config, "hybrid_gdn", False) else None,
     )
     exec_ctx = SimpleNamespace(mamba=SimpleNamespace(mamba_track_interval=TRACK_INTERVAL))
-    _module("sglang.srt.runtime_context", get_exec=lambda: exec_ctx)
+    # 0.5.23: the track grid of the tree cache's page size (page size 1 here: the interval itself).
+    _module("sglang.srt.runtime_context", get_exec=lambda: exec_ctx, mamba_track_grid=lambda _page: TRACK_INTERVAL)
     if chain_commit:  # the mistake to catch: DFLASH's chain step (accepted drafts) as the commit
         du.commit_nodes = lambda accept_index, accept_drafts, budget: [int(a) for a in accept_drafts]
     return du, _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
@@ -364,7 +451,7 @@ def greedy(context, count, nxt=target_next):
 class Simulation:
     """Three requests of different prompt lengths, decoded by ddtree_verify_step step after step."""
 
-    def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False):
+    def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False, deferred=False):
         self.du, self.dw, self.block = du, dw, config.block_size
         self.hybrid = hybrid
         self.nxt = hybrid_next if hybrid else target_next
@@ -376,7 +463,7 @@ class Simulation:
         # Scattered slots, as an allocator would hand them out.
         self.req_to_token = torch.arange(self.bs * ctx, dtype=torch.int64).view(self.bs, ctx).flip(1).contiguous()
         self.kv = ToyKV(self.bs * ctx)
-        self.worker = Worker(config, self.req_to_token, self.kv, hybrid=hybrid, flatten=flatten)
+        self.worker = Worker(config, self.req_to_token, self.kv, hybrid=hybrid, flatten=flatten, deferred=deferred)
         self.target = self.worker.target_worker
         self.committed = [list(p) for p in self.prompts]
         for b, p in enumerate(self.prompts):  # the prefill's KV
@@ -401,13 +488,24 @@ class Simulation:
             req_pool_indices=torch.arange(self.bs), seq_lens=prefix.clone(), seq_lens_cpu=prefix.clone(),
             seq_lens_sum=int(prefix.sum()), sampling_info=None, out_cache_loc=None,
             mamba_track_indices=torch.arange(1000, 1000 + self.bs) if self.hybrid else None,
+            tree_cache=SimpleNamespace(page_size=1),
         )  # fmt: skip
         commits = self.target.commits
+        extra = {}
+        if SGLANG_VERSION[0] == "0.5.23":  # the block's plan: the draft forward's window prefix..prefix+B-1
+            block_loc = assign_extend_cache_locs_func(
+                req_pool_indices=batch.req_pool_indices, req_to_token=self.req_to_token,
+                start_offset=prefix, end_offset=prefix + self.block,
+            )  # fmt: skip
+            extra["block_plan"] = self.target.model_runner.kv_index_translator.plan(
+                req_pool_indices=batch.req_pool_indices, seq_lens=prefix, seq_lens_cpu=prefix.clone(),
+                write_virtual=block_loc, read_extent=self.block,
+            )  # fmt: skip
         result = self.dw.ddtree_verify_step(
             self.worker, batch=batch, draft_input=None,
             draft_hidden=torch.stack([d[0] for d in drafts]).view(self.bs * self.block, VOCAB),
             block_ids=block_ids, prefix_lens=prefix, positions_2d=prefix.view(self.bs, 1) + torch.arange(self.block),
-            lm_head=SimpleNamespace(weight=torch.eye(VOCAB)), on_publish=None,
+            lm_head=SimpleNamespace(weight=torch.eye(VOCAB)), on_publish=None, **extra,
         )  # fmt: skip
         self.stats["steps"] += 1
         self.stats["tree_nodes"].add(int(batch.out_cache_loc.numel()) // self.bs)
@@ -474,20 +572,26 @@ def main(argv=None):
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
     if args.flatten or args.chain_commit:
         cases = [c for c in cases if c[0]]
-    for hybrid, block, budget, topk in cases:
+    for index, (hybrid, block, budget, topk) in enumerate(cases):
         env = {"SGLANG_DDTREE_BUDGET": str(budget), "SGLANG_DDTREE_TOPK": str(topk)}
+        # 0.5.23: every other case gets its verify logits deferred (the worker takes the deferred argmax).
+        deferred = SGLANG_VERSION[0] == "0.5.23" and index % 2 == 0
         sim = Simulation(
-            du, dw, du.resolve_ddtree_config(block, env), args.seed + budget, hybrid=hybrid, flatten=args.flatten
-        )
+            du, dw, du.resolve_ddtree_config(block, env), args.seed + budget, hybrid=hybrid, flatten=args.flatten,
+            deferred=deferred,
+        )  # fmt: skip
         for _step in range(args.steps):
             sim.step()
         sim.check_streams()
+        if deferred:
+            assert sim.worker._target_logits_processor.argmaxes == args.steps
         stats = sim.stats
         nodes = sorted(stats.pop("tree_nodes"))
         print(
-            "%s B=%d N=%d topk=%d: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
+            "sglang %s %s B=%d N=%d topk=%d%s: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
             "(chain alone %d), steps with off-chain acceptance %d"
-            % ("hybrid" if hybrid else "dense", block, budget, topk, stats["steps"], nodes, stats["accepted_drafts"],
+            % (SGLANG_VERSION[0], "hybrid" if hybrid else "dense", block, budget, topk,
+               " (deferred logits)" if deferred else "", stats["steps"], nodes, stats["accepted_drafts"],
                stats["chain_drafts"], stats["off_chain_steps"])
         )  # fmt: skip
         assert nodes == [budget], "tree size %s, budget %d" % (nodes, budget)

@@ -46,6 +46,8 @@ def case(case_id, playbook, extra, variable, *allowed, absent=()):
 
 DEPLOY, ROLLBACK, STOP = "deploy.yml", "playbooks/rollback.yml", "playbooks/stop.yml"
 PASS_LIST = "pass it as JSON: -e '"
+# The envelope check before issue 23.5 answered every mistake with every rule of every field.
+OLD_ENVELOPE_TEXT = ("allowed keys context_length (int >= 0)", "cuda_graph (bool) and environment")
 
 CASES = [
     # --- strings given for lists or dicts (never read character by character) ---------------------
@@ -147,7 +149,8 @@ CASES = [
          "sglang_service_envelope_ladder", "allowed: names of sglang_service_envelopes (full, small, small-nograph)"),
     case("envelope-fraction-above-1", DEPLOY,
          ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 1.5}}}'],
-         "sglang_service_envelopes.full", "a number strictly between 0 and 1"),
+         "sglang_service_envelopes.full.mem_fraction_static=1.5", "is outside (0, 1)",
+         "a number strictly between 0 and 1"),
     case("managed-flag-in-extra-flags", DEPLOY, ['{"sglang_service_extra_flags": ["--port=1"]}'],
          "sglang_service_extra_flags", "which the role manages"),
     case("draft-tokens-not-block-size", DEPLOY, ["sglang_service_speculative_num_draft_tokens=8"],
@@ -179,10 +182,10 @@ CASES = [
          "sglang_service_speculative_algorithm=DDTREE", "needs a patch set for sglang 0.5.99",
          "ddtree-0.5.17 (sglang 0.5.17", "ddtree-0.5.23 (sglang 0.5.23"),
     case("ddtree-on-a-runtime-no-set-serves", DEPLOY,
-         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "triton",'
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": "fa3",'
           ' "sglang_runtime_sglang_version": "0.5.23"}'],
          "sglang_service_speculative_algorithm=DDTREE on sglang 0.5.23",
-         "ddtree-0.5.23 does not serve sglang_service_speculative_algorithm=DDTREE (it serves none)",
+         "ddtree-0.5.23 does not serve sglang_service_attention_backend=fa3 (it serves triton, flashinfer)",
          "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense, hybrid_gdn;"
          " attention_backends: triton, flashinfer)"),
     case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
@@ -220,6 +223,48 @@ CASES = [
          "must be a boolean, one of true, false"),
     case("stop-unit-name-path", STOP, ["sglang_service_unit_name=../sglang"], "sglang_service_unit_name",
          "a systemd unit name of [A-Za-z0-9_.@-]"),
+    # ===== envelopes: each error names the envelope, the field and the rule that failed (issue 23.5) =====
+    # (block kept together to ease merging; the old single assert listed every rule: OLD_ENVELOPE_TEXT)
+    case("envelope-fraction-1.2-names-field-and-rule", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 1.2}}}'],
+         "sglang_service_envelopes.full.mem_fraction_static=1.2 is outside (0, 1)",
+         "use a number strictly between 0 and 1, such as 0.88", absent=OLD_ENVELOPE_TEXT),
+    case("envelope-fraction-missing", DEPLOY, ['{"sglang_service_envelopes": {"full": {"context_length": 4096}}}'],
+         "sglang_service_envelopes.full.mem_fraction_static is missing (required)", absent=OLD_ENVELOPE_TEXT),
+    case("envelope-fraction-text", DEPLOY, ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": "most"}}}'],
+         'sglang_service_envelopes.full.mem_fraction_static="most" is a string, not a number',
+         absent=OLD_ENVELOPE_TEXT),
+    case("envelope-field-typo", DEPLOY, ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9,'
+                                         ' "max_running_request": 4}}}'],
+         "sglang_service_envelopes.full.max_running_request is not an envelope field",
+         "did you mean max_running_requests?", absent=OLD_ENVELOPE_TEXT),
+    case("envelope-context-negative", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9, "context_length": -1}}}'],
+         "sglang_service_envelopes.full.context_length=-1 is below 0", "use a whole number >= 0",
+         absent=OLD_ENVELOPE_TEXT),
+    case("envelope-running-requests-zero", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9, "max_running_requests": 0}}}'],
+         "sglang_service_envelopes.full.max_running_requests=0 is below 1", "use a whole number >= 1",
+         absent=OLD_ENVELOPE_TEXT),
+    case("envelope-cuda-graph-string", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9, "cuda_graph": "false"}}}'],
+         'sglang_service_envelopes.full.cuda_graph="false" is a string, not a boolean', "use true or false",
+         absent=OLD_ENVELOPE_TEXT),
+    case("envelope-environment-reserved", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9,'
+          ' "environment": {"SGLANG_API_KEY": "x"}}}}'],
+         "sglang_service_envelopes.full.environment.SGLANG_API_KEY: the name is set by the role",
+         "reserved: CUDA_VISIBLE_DEVICES, SGLANG_API_KEY, SGLANG_DDTREE_BUDGET", absent=OLD_ENVELOPE_TEXT),
+    case("envelope-environment-two-lines", DEPLOY,
+         ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0.9,'
+          ' "environment": {"A": "1\\nSGLANG_API_KEY=x"}}}}'],
+         "sglang_service_envelopes.full.environment.A=", "is not a one-line string, number or boolean",
+         absent=OLD_ENVELOPE_TEXT),
+    case("envelope-not-a-dict", DEPLOY, ['{"sglang_service_envelopes": {"full": 0.9}}'],
+         "sglang_service_envelopes.full=0.9 is a number, not a dict", absent=OLD_ENVELOPE_TEXT),
+    case("rollback-envelope-fraction", ROLLBACK, ['{"sglang_service_envelopes": {"full": {"mem_fraction_static": 0}}}'],
+         "sglang_service_envelopes.full.mem_fraction_static=0 is outside (0, 1)", absent=OLD_ENVELOPE_TEXT),
+    # ===== end of the envelope block =====
 ]  # fmt: skip
 
 CASE_IDS = [c.id for c in CASES]

@@ -43,6 +43,16 @@ def _load(path):
 
 
 du = _load(REPO / "patchsets" / "ddtree-0.5.17" / REL)
+# Each set's own copy (the sets ship the same file: test_every_ddtree_set_ships_the_same_tree_builder).
+SET_UTILS = {v: _load(REPO / "patchsets" / ("ddtree-" + v) / REL) for v in ("0.5.17", "0.5.23")}
+
+
+@pytest.fixture(params=sorted(SET_UTILS))
+def each_set(request, monkeypatch):
+    """Runs the test on each set's ddtree_utils.py: the module-level `du` the helpers use is that set's."""
+    monkeypatch.setattr(sys.modules[__name__], "du", SET_UTILS[request.param])
+    return request.param
+
 
 CONV_WIDTH = 4  # linear_conv_kernel_dim of Qwen3.6-27B: the conv state keeps the last 3 inputs
 PRIOR_WINDOW = (901, 902, 903)  # the request's conv state before the verify (oldest first)
@@ -145,6 +155,7 @@ def _off_chain(parents):
 # --- every node's state from its parent ---------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 def test_hand_tree_every_node_continues_from_its_parent():
     next_token, next_sibling = links_the_set_passes(HAND_TREE)
     states, windows = sglang_tree_kernels(HAND_INPUTS, next_token, next_sibling)
@@ -154,6 +165,7 @@ def test_hand_tree_every_node_continues_from_its_parent():
     assert windows[4] == (5, 47, 95)
 
 
+@pytest.mark.usefixtures("each_set")
 def test_hand_tree_the_flattened_scan_is_wrong_off_the_chain():
     flat_states, flat_windows = sglang_tree_kernels(HAND_INPUTS, None, None)
     wrong = {
@@ -168,6 +180,7 @@ def test_hand_tree_the_flattened_scan_is_wrong_off_the_chain():
     assert {i for i in range(7) if tree_scan[i] != chain_scan[i]} == {3, 4, 5, 6}
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize("seed", range(25))
 def test_ddtree_trees_every_node_continues_from_its_parent(seed):
     rng = random.Random(7000 + seed)
@@ -183,6 +196,7 @@ def test_ddtree_trees_every_node_continues_from_its_parent(seed):
     assert {i for i in off if flat_states[i] != states[i]} == off
 
 
+@pytest.mark.usefixtures("each_set")
 def test_kernel_parent_walk_matches_the_set_and_refuses_backward_links():
     for parents in (HAND_TREE, [-1, 0, 0, 0, 1, 1, 2, 6]):
         assert du.kernel_parents(*du.retrieve_links(parents)) == [0, *parents[1:]]
@@ -195,6 +209,7 @@ def test_kernel_parent_walk_matches_the_set_and_refuses_backward_links():
 # --- the committed state: the accepted node's -----------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 def test_commit_node_is_the_last_accepted_node_not_the_chain_step():
     # verify_tree_greedy's output for two requests, N = 6 (the H200 check in DDTREE-IN-SGLANG.md):
     # paths 0 -> 2 -> 5 and 0 -> 1 -> 4 (global ids b * 6 + i), two drafts each.
@@ -204,6 +219,7 @@ def test_commit_node_is_the_last_accepted_node_not_the_chain_step():
     assert du.commit_nodes([[0, -1, -1, -1]], [0], 6) == [0]  # nothing accepted: the root
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize("seed", range(25))
 def test_committed_state_is_the_target_alone_on_the_accepted_tokens(seed):
     rng = random.Random(9100 + seed)
@@ -243,6 +259,7 @@ def test_committed_state_is_the_target_alone_on_the_accepted_tokens(seed):
         assert (states[drafts[b]], windows[drafts[b]]) != (state, conv_window(accepted))
 
 
+@pytest.mark.usefixtures("each_set")
 def test_commit_refuses_a_node_outside_its_tree():
     with pytest.raises(ValueError, match="outside its tree"):
         du.commit_nodes([[0, 1, -1]], [2], 4)  # the padding (-1) read as a node
@@ -250,6 +267,7 @@ def test_commit_refuses_a_node_outside_its_tree():
         du.commit_nodes([[4, 5, 6]], [1], 4)  # request 0 pointing into request 1's tree
 
 
+@pytest.mark.usefixtures("each_set")
 def test_track_node_is_the_accepted_node_at_the_interval_boundary():
     # interval 8, prefix 6, path 0 -> 3 -> 9 -> 12 (3 drafts, 4 tokens: lengths 7..10): the state at
     # length 8 is after path position 1 (node 3); prefix 1 with one draft crosses nothing.
@@ -262,6 +280,7 @@ def test_track_node_is_the_accepted_node_at_the_interval_boundary():
 # --- the snapshot pool: N nodes -------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize(
     ("block", "env", "steps"),
     [
@@ -277,6 +296,7 @@ def test_verify_state_steps_are_the_tree_nodes(block, env, steps):
     assert du.verify_state_steps(block, env) == du.resolve_ddtree_config(block, env).budget
 
 
+@pytest.mark.usefixtures("each_set")
 def test_tree_mask_backends_are_the_ones_that_read_the_mask():
     # FA3 / FA4 build a tree mask only for EAGLE's topk > 1: under DDTREE's topk 1 they ignore it.
     assert du.TREE_MASK_ATTENTION_BACKENDS == ("triton", "flashinfer")
@@ -291,16 +311,29 @@ def _serves(name):
     return yaml.safe_load((REPO / "patchsets" / name / "patchset.yml").read_text())["serves"]
 
 
-def test_the_0_5_17_set_declares_hybrid_targets_and_the_backends_its_code_allows():
-    serves = _serves("ddtree-0.5.17")
+VERSIONS = pytest.mark.parametrize("version", ["0.5.17", "0.5.23"])
+
+
+@VERSIONS
+def test_each_set_declares_hybrid_targets_and_the_backends_its_code_allows(version):
+    serves = _serves("ddtree-" + version)
     assert serves["algorithms"] == ["DDTREE"]
     assert serves["architectures"] == ["dense", "hybrid_gdn"]
     # One owner: the backends sglang is refused with (_check_ddtree_backends) are the set's own list.
-    assert serves["attention_backends"] == list(du.TREE_MASK_ATTENTION_BACKENDS)
+    assert serves["attention_backends"] == list(
+        _load(REPO / "patchsets" / ("ddtree-" + version) / REL).TREE_MASK_ATTENTION_BACKENDS
+    )
 
 
-def test_the_0_5_23_set_serves_no_algorithm_until_its_worker_verifies_trees():
-    assert _serves("ddtree-0.5.23")["algorithms"] == []
+@VERSIONS
+def test_each_set_ships_the_verify_step_it_serves_with(version):
+    """A set that declares DDTREE carries a tree verify step, and its hand-off from the DFlash worker."""
+    set_dir = REPO / "patchsets" / ("ddtree-" + version)
+    worker = (set_dir / "files/sglang/srt/speculative/ddtree_worker.py").read_text()
+    assert "def ddtree_verify_step(" in worker and "verify_tree_greedy_func(" in worker
+    assert "ddtree_utils.commit_nodes(" in worker and "retrieve_next_sibling=tree[" in worker
+    handoff = (set_dir / "diffs/dflash_worker_v2_py.patch").read_text()
+    assert "+                return ddtree_verify_step(" in handoff
 
 
 def _records():
@@ -313,13 +346,14 @@ def _records():
     ]
 
 
+@VERSIONS
 @pytest.mark.parametrize("model", ["qwen3.6-27b", "qwen3-dense-8b"])
-def test_a_ddtree_deploy_of_the_hybrid_target_passes_the_plan_with_a_tree_mask_backend(model):
+def test_a_ddtree_deploy_of_the_hybrid_target_passes_the_plan_with_a_tree_mask_backend(model, version):
     import json  # noqa: PLC0415
 
     deploy_plan, records = _records()
-    chosen = deploy_plan.choose_patch_sets("DDTREE", "0.5.17", "triton", records)
-    assert chosen["errors"] == [] and [r["name"] for r in chosen["chosen"]] == ["ddtree-0.5.17"]
+    chosen = deploy_plan.choose_patch_sets("DDTREE", version, "triton", records)
+    assert chosen["errors"] == [] and [r["name"] for r in chosen["chosen"]] == ["ddtree-" + version]
     plan = {"target_checks": deploy_plan.target_checks(chosen["chosen"]), "patch_sets": chosen["chosen"]}
     config = json.loads((REPO / "tests" / "unit" / "fixtures" / "models" / model / "config.json").read_text())
     checked = deploy_plan.check_target(plan, config)
@@ -327,13 +361,14 @@ def test_a_ddtree_deploy_of_the_hybrid_target_passes_the_plan_with_a_tree_mask_b
     assert checked["error"] == ""
 
 
+@VERSIONS
 @pytest.mark.parametrize("backend", ["fa3", "fa4", "trtllm_mha", ""])
-def test_a_ddtree_deploy_with_a_backend_that_ignores_tree_masks_is_refused_by_the_plan(backend):
+def test_a_ddtree_deploy_with_a_backend_that_ignores_tree_masks_is_refused_by_the_plan(backend, version):
     deploy_plan, records = _records()
-    chosen = deploy_plan.choose_patch_sets("DDTREE", "0.5.17", backend, records)
+    chosen = deploy_plan.choose_patch_sets("DDTREE", version, backend, records)
     assert chosen["chosen"] == []
     assert (
-        "ddtree-0.5.17 does not serve sglang_service_attention_backend=%s (it serves triton, flashinfer)"
-        % (backend or "(unset)")
+        "ddtree-%s does not serve sglang_service_attention_backend=%s (it serves triton, flashinfer)"
+        % (version, backend or "(unset)")
         in chosen["errors"][0]
     )

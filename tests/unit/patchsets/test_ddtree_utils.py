@@ -31,6 +31,15 @@ def _load(path):
 
 
 du = _load(REPO / "patchsets" / "ddtree-0.5.17" / REL)
+# Each set's own copy (the sets ship the same file: test_every_ddtree_set_ships_the_same_tree_builder).
+SET_UTILS = {v: _load(REPO / "patchsets" / ("ddtree-" + v) / REL) for v in ("0.5.17", "0.5.23")}
+
+
+@pytest.fixture(params=sorted(SET_UTILS))
+def each_set(request, monkeypatch):
+    """Runs the test on each set's ddtree_utils.py: the module-level `du` the helpers use is that set's."""
+    monkeypatch.setattr(sys.modules[__name__], "du", SET_UTILS[request.param])
+    return request.param
 
 
 def test_every_ddtree_set_ships_the_same_tree_builder():
@@ -69,6 +78,7 @@ def _score(lps, ranks):
 # --- budget -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize(
     ("block", "topk", "budget"), [(4, 4, 4), (4, 4, 16), (4, 2, 15), (4, 2, 40), (16, 8, 64), (8, 1, 8)]
 )
@@ -80,6 +90,7 @@ def test_tree_holds_exactly_the_budget_or_all_that_top_k_allows(block, topk, bud
     assert max(tree.depths) <= block - 1
 
 
+@pytest.mark.usefixtures("each_set")
 def test_capacity_counts_a_full_top_k_tree():
     assert du.tree_capacity(4, 2) == 1 + 2 + 4 + 8
     assert du.tree_capacity(2, 8) == 9
@@ -89,6 +100,7 @@ def test_capacity_counts_a_full_top_k_tree():
 # --- the top-1 chain ----------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 def test_chain_is_seeded_even_where_best_first_alone_would_drop_it():
     # Depth 1 has two near-equal candidates, deeper depths are flat: the best 5 paths by score are
     # shallow ones, so a pure best-first tree of 5 nodes would not reach depth 3 of the chain.
@@ -104,6 +116,7 @@ def test_chain_is_seeded_even_where_best_first_alone_would_drop_it():
     assert tree.tokens[4] == 11 and tree.parents[4] == 0  # the best non-chain node
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize("seed", range(20))
 def test_chain_first_then_the_best_scoring_other_nodes(seed):
     rng = random.Random(seed)
@@ -125,6 +138,7 @@ def test_chain_first_then_the_best_scoring_other_nodes(seed):
 # --- structure: parents, depths, positions, mask, retrieve links --------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize("seed", range(10))
 def test_parent_depth_position_and_links_agree_with_the_mask(seed):
     rng = random.Random(1000 + seed)
@@ -159,6 +173,7 @@ def test_parent_depth_position_and_links_agree_with_the_mask(seed):
         assert len({tree.tokens[c] for c in children}) == len(children)  # siblings differ
 
 
+@pytest.mark.usefixtures("each_set")
 def test_mask_refuses_a_parent_after_its_child():
     with pytest.raises(ValueError, match="topological"):
         du.ancestor_mask([-1, 2, 0])
@@ -171,6 +186,7 @@ def _argmax(row):
     return max(range(len(row)), key=lambda t: row[t])
 
 
+@pytest.mark.usefixtures("each_set")
 def test_greedy_verify_accepts_exactly_the_expected_path():
     # root(1) -> 10 -> 20 -> 30 is the chain, 11 and 21 are alternatives:
     #   0:1  1:10  2:20  3:30  4:11  5:21 (child of 1)  6:31 (child of 5)
@@ -197,6 +213,7 @@ def test_greedy_verify_accepts_exactly_the_expected_path():
     assert du.verify_greedy(tokens, parents, [12, 0, 0, 0, 0, 0, 0]) == ([0], 12)
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize("seed", range(25))
 def test_tree_verify_is_lossless_and_never_shorter_than_the_chain(seed):
     """A deterministic 'target' (next token = function of the whole context): the accepted tokens
@@ -241,6 +258,7 @@ def test_tree_verify_is_lossless_and_never_shorter_than_the_chain(seed):
 # --- configuration: SGLANG_DDTREE_BUDGET / SGLANG_DDTREE_TOPK -----------------------------------
 
 
+@pytest.mark.usefixtures("each_set")
 def test_the_budget_variable_changes_the_tree_size():
     lps, toks = _draft(random.Random(3), 15, 8)
     sizes = {}
@@ -253,12 +271,14 @@ def test_the_budget_variable_changes_the_tree_size():
     )
 
 
+@pytest.mark.usefixtures("each_set")
 def test_budget_zero_means_the_default_and_top_k_caps_it():
     assert du.resolve_ddtree_config(4, {"SGLANG_DDTREE_BUDGET": "0"}) == du.DDTreeConfig(4, 16, 16, 8)
     capped = du.resolve_ddtree_config(4, {"SGLANG_DDTREE_BUDGET": "40", "SGLANG_DDTREE_TOPK": "2"})
     assert (capped.requested_budget, capped.budget, capped.topk) == (40, 15, 2)
 
 
+@pytest.mark.usefixtures("each_set")
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -273,6 +293,7 @@ def test_bad_settings_are_refused_at_start_up(env, message):
         du.resolve_ddtree_config(4, env)
 
 
+@pytest.mark.usefixtures("each_set")
 def test_a_block_of_one_token_has_no_tree():
     with pytest.raises(ValueError, match="at least 2"):
         du.resolve_ddtree_config(1, {})

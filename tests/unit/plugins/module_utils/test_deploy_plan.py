@@ -211,7 +211,7 @@ def test_a_plan_without_target_checks_accepts_any_architecture():
 def test_the_repositorys_patch_sets_declare_what_they_serve():
     sets = {r["name"]: r for r in real_sets()}
     assert sets["ddtree-0.5.17"]["serves"]["algorithms"] == ["DDTREE"]
-    assert sets["ddtree-0.5.23"]["serves"]["algorithms"] == []
+    assert sets["ddtree-0.5.23"]["serves"]["algorithms"] == ["DDTREE"]
     chosen = deploy_plan.choose_patch_sets("DDTREE", DEFAULT_VERSION, "triton", real_sets())
     assert [r["name"] for r in chosen["chosen"]] == [f"ddtree-{DEFAULT_VERSION}"]
 

@@ -1,0 +1,433 @@
+"""DDTree verify step for sglang 0.5.23's DFlash worker (added by the specdec.sglang ``ddtree`` patch set).
+
+DFlashWorkerV2 drafts its block as usual (one draft forward over [bonus, MASK x (B-1)], written
+through the iteration's KV location plan). With ``--speculative-algorithm DDTREE`` it then hands the
+draft's hidden states to ``ddtree_verify_step`` instead of verifying the linear chain:
+
+1. per block position 1..B-1, the draft's top-k tokens and log-probabilities (draft hidden states
+   through the target's lm_head, as DFLASH's greedy head does);
+2. per request a tree of N nodes (ddtree_utils.build_tree: top-1 chain seeded, then best-first);
+3. one target forward over the N nodes in TARGET_VERIFY mode with a tree attention mask (FULL
+   layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
+   ancestor-or-self mask), positions = prefix + depth, written through a KV location plan of its
+   own over the N slots prefix..prefix+N-1 (the block's plan covers only the first B of them);
+4. sglang's greedy tree verification (verify_tree_greedy_func, EAGLE's / NGRAM's kernel);
+5. commit: the target KV of the accepted nodes is moved to the contiguous slots prefix..prefix+a
+   (in the target pool's ids, from the tree plan), the draft KV is written from the accepted nodes'
+   target hidden states into the block's slots (the block plan's draft write ids, as DFLASH does),
+   and the output tokens use the chain layout the scheduler reads (stride B, accepted drafts then the
+   bonus token).
+
+Hybrid (Gated DeltaNet) targets: the verify input also carries the tree's first-child / next-sibling
+links (retrieve_next_token / retrieve_next_sibling, local per request). The hybrid linear-attention
+backend hands them to sglang's triton tree kernels (as for EAGLE with topk > 1): the conv kernel
+derives each node's parent and takes its window from it, the GDN kernel starts each node from its
+parent's state, and both keep one snapshot per node (the pool holds N steps per slot,
+max_speculative_num_draft_tokens()). After verification the recurrent state of the last accepted node
+(ddtree_utils.commit_nodes: its tree index, not the chain's step) is committed.
+
+KV of rejected branches: the N verify slots are the request's own over-allocated headroom
+(dflash_info_v2.prepare_for_decode reserves 2 * max(N, B) past the committed length). Nothing past
+the committed length is kept: the next step writes its tree over the same slots, and the scheduler
+frees the headroom when the request ends, as for DFLASH's rejected tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, List, Optional
+
+import torch
+
+from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+from sglang.srt.configs.hybrid_arch import hybrid_gdn_config, mambaish_config
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+from sglang.srt.speculative import ddtree_utils
+from sglang.srt.speculative.dflash_info import DFlashVerifyInput
+from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import ScheduleBatch
+
+logger = logging.getLogger(__name__)
+
+# Log the tree size of the first verify step and then every this many steps.
+_LOG_EVERY_STEPS = 256
+
+
+def ddtree_can_verify(batch: "ScheduleBatch", simulate_acc_len: float) -> bool:
+    """Tree verification is greedy: sampling, grammar, logprobs and simulated acceptance keep DFLASH's chain."""
+    if batch.has_grammar or simulate_acc_len > 0 or batch.return_logprob:
+        return False
+    sampling_info = batch.sampling_info
+    return sampling_info is None or bool(sampling_info.is_all_greedy)
+
+
+def draft_topk(draft_hidden: torch.Tensor, lm_head_weight: torch.Tensor, topk: int):
+    """Top-k log-probabilities and tokens of the draft at block positions 1..B-1: [bs, B-1, k]."""
+    bs, block, hidden = draft_hidden.shape
+    rows = draft_hidden[:, 1:, :].reshape(-1, hidden)
+    logits = torch.nn.functional.linear(rows, lm_head_weight).float()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    k = min(int(topk), logprobs.shape[-1])
+    values, indices = torch.topk(logprobs, k, dim=-1)
+    return values.view(bs, block - 1, k), indices.view(bs, block - 1, k)
+
+
+def build_tree_tensors(
+    roots: List[int],
+    values: List[List[List[float]]],
+    indices: List[List[List[int]]],
+    prefix_lens: List[int],
+    budget: int,
+    device,
+):
+    """Host trees -> verify tensors. Returns dict of tensors plus the host trees."""
+    bs = len(roots)
+    trees = []
+    for b in range(bs):
+        tree = ddtree_utils.build_tree(roots[b], values[b], indices[b], budget)
+        if len(tree) != budget:
+            raise RuntimeError(f"DDTREE built {len(tree)} nodes, expected the budget {budget}")
+        trees.append(tree)
+    n = budget
+    tokens, pos, next_tok, next_sib = [], [], [], []
+    for b, tree in enumerate(trees):
+        first_child, sibling = ddtree_utils.retrieve_links(tree.parents)
+        # The recurrent (GDN / conv) tree kernels derive parents from these links in node order.
+        ddtree_utils.check_kernel_parents(tree.parents)
+        tokens.extend(tree.tokens)
+        pos.extend(ddtree_utils.positions(tree.depths, prefix_lens[b]))
+        next_tok.extend(first_child)
+        next_sib.extend(sibling)
+    as_i64 = dict(dtype=torch.int64)
+    tokens_t = torch.tensor(tokens, **as_i64).view(bs, n)
+    positions_t = torch.tensor(pos, **as_i64)
+    next_tok_t = torch.tensor(next_tok, **as_i64).view(bs, n)
+    next_sib_t = torch.tensor(next_sib, **as_i64).view(bs, n)
+    # FULL mask: per request N rows x (prefix + N) columns, row-major, flattened and concatenated.
+    chunks = []
+    for b, tree in enumerate(trees):
+        anc = torch.tensor(ddtree_utils.ancestor_mask(tree.parents), dtype=torch.bool)
+        prefix = torch.ones((n, int(prefix_lens[b])), dtype=torch.bool)
+        chunks.append(torch.cat((prefix, anc), dim=1).reshape(-1))
+    mask_t = torch.cat(chunks)
+    out = {
+        "tokens": tokens_t.to(device, non_blocking=True),
+        "positions": positions_t.to(device, non_blocking=True),
+        "retrieve_index": torch.arange(bs * n, dtype=torch.int64, device=device).view(bs, n),
+        "retrieve_next_token": next_tok_t.to(device, non_blocking=True),
+        "retrieve_next_sibling": next_sib_t.to(device, non_blocking=True),
+        "custom_mask": mask_t.to(device, non_blocking=True),
+    }
+    return out, trees
+
+
+def _target_predict(worker, batch, logits_output, n: int) -> torch.Tensor:
+    """The target's greedy token after every tree node, [bs * N].
+
+    sglang 0.5.23 may defer the logits gather of a verify forward (the worker's single
+    LogitsProcessor, defer_verify_gather): a greedy batch without logit adjustments takes the
+    deferred argmax, any other finishes the gather and applies DFLASH's verify adjustments first.
+    """
+    target_lp = worker._target_logits_processor
+    sampling_info = batch.sampling_info
+    if target_lp is not None and target_lp.is_deferred_shard(logits_output.next_token_logits):
+        if worker._can_skip_verify_logits(batch, sampling_info):
+            predict = target_lp.deferred_argmax(logits_output.next_token_logits)
+            logits_output.next_token_logits = None
+            return predict
+        logits_output.next_token_logits = target_lp.finish_deferred_gather(logits_output.next_token_logits)
+    if sampling_info is not None:
+        apply_dflash_verify_logits_adjustments(
+            next_token_logits=logits_output.next_token_logits,
+            sampling_info=sampling_info,
+            draft_token_num=n,
+        )
+    predict = torch.argmax(logits_output.next_token_logits, dim=-1)
+    # N rows per request: nothing downstream reads them with the chain's stride B.
+    logits_output.next_token_logits = None
+    return predict
+
+
+def ddtree_verify_step(
+    worker,
+    *,
+    batch: "ScheduleBatch",
+    draft_input,
+    draft_hidden: torch.Tensor,
+    block_ids: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    positions_2d: torch.Tensor,
+    block_plan,
+    lm_head,
+    on_publish,
+):
+    """One DDTree decode step after the DFlash draft forward. Returns a GenerationBatchResult."""
+    from sglang.kernels.ops.speculative.spec_tree import verify_tree_greedy_func
+    from sglang.srt.managers.utils import GenerationBatchResult
+    from sglang.srt.speculative.spec_utils import draft_tp_context
+
+    config: ddtree_utils.DDTreeConfig = worker._ddtree_config
+    check_ddtree_target(worker)
+    block = int(worker.block_size)
+    n = int(config.budget)
+    bs = int(prefix_lens.shape[0])
+    device = worker.device
+    target_runner = worker.target_worker.model_runner
+
+    # --- 1) Per-position top-k of the draft, then the trees on the host (one sync).
+    weight = getattr(lm_head, "weight", None)
+    if weight is None:
+        raise RuntimeError("DDTREE takes the draft top-k on the target's dense lm_head weight; it has none.")
+    draft_hidden = draft_hidden.view(bs, block, -1)
+    # Rows past the model's vocabulary (lm_head padding) are never candidates.
+    vocab = int(target_runner.model_config.vocab_size)
+    with draft_tp_context(worker.draft_parallel_layout):
+        values, indices = draft_topk(draft_hidden, weight[:vocab], config.topk)
+    host = torch.cat(
+        (
+            values.reshape(bs, -1).double(),
+            indices.reshape(bs, -1).double(),
+            block_ids[:, :1].double(),
+            prefix_lens.view(bs, 1).double(),
+        ),
+        dim=1,
+    ).cpu()
+    per = (block - 1) * values.shape[-1]
+    k = values.shape[-1]
+    vals_l, idx_l, roots, prefixes = [], [], [], []
+    for row in host.tolist():
+        vals = row[:per]
+        idx = [int(x) for x in row[per : 2 * per]]
+        vals_l.append([vals[d * k : (d + 1) * k] for d in range(block - 1)])
+        idx_l.append([idx[d * k : (d + 1) * k] for d in range(block - 1)])
+        roots.append(int(row[2 * per]))
+        prefixes.append(int(row[2 * per + 1]))
+    tree, host_trees = build_tree_tensors(roots, vals_l, idx_l, prefixes, n, device)
+
+    # --- 2) Target verify of all N nodes in one forward, with the tree mask, through a plan of its
+    # own: the window prefix..prefix+N-1 (the block plan's B slots are its first B columns).
+    verify_loc = assign_extend_cache_locs_func(
+        req_pool_indices=batch.req_pool_indices,
+        req_to_token=target_runner.req_to_token_pool.req_to_token,
+        start_offset=prefix_lens,
+        end_offset=prefix_lens + n,
+        batch_size=bs,
+        draft_token_num=n,
+        device=device,
+    )
+    exact_prefix_cpu = torch.tensor(prefixes, dtype=torch.int64)
+    translator = target_runner.kv_index_translator
+    tree_plan = translator.plan(
+        req_pool_indices=batch.req_pool_indices,
+        seq_lens=prefix_lens,
+        seq_lens_cpu=exact_prefix_cpu,
+        write_virtual=verify_loc,
+        read_extent=n,
+    )
+    verify_input = DFlashVerifyInput(
+        draft_token=tree["tokens"].reshape(-1),
+        positions=tree["positions"],
+        draft_token_num=n,
+        custom_mask=tree["custom_mask"],
+        capture_hidden_mode=CaptureHiddenMode.FULL,
+        kv_loc_plan=tree_plan,
+        retrieve_next_token=tree["retrieve_next_token"],
+        retrieve_next_sibling=tree["retrieve_next_sibling"],
+    )
+    batch.out_cache_loc = verify_loc
+    seq_lens_cpu_backup = batch.seq_lens_cpu
+    seq_lens_sum_backup = batch.seq_lens_sum
+    # Verify host bound = the exact committed prefix + the N tree nodes.
+    batch.seq_lens_cpu = exact_prefix_cpu + n
+    batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+    verify_forward_batch, _graph = verify_input.prepare_for_verify(batch, worker.target_worker)
+    batch.seq_lens_cpu = seq_lens_cpu_backup
+    batch.seq_lens_sum = seq_lens_sum_backup
+    target_out = worker.target_worker.forward_batch_generation(
+        batch=None,
+        forward_batch=verify_forward_batch,
+        is_verify=True,
+        skip_attn_backend_init=True,
+    )
+    logits_output = target_out.logits_output
+    # [bs, N] int64: the layout and dtype verify_tree_greedy's kernel checks.
+    target_predict = _target_predict(worker, batch, logits_output, n).view(bs, n).to(torch.int64)
+
+    # --- 3) Greedy tree verification (verify_tree_greedy: longest path the target agrees with).
+    predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
+    accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
+    accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
+    predicts, accept_index, accept_drafts = verify_tree_greedy_func(
+        predicts=predicts,
+        accept_index=accept_index,
+        accept_token_num=accept_drafts,
+        candidates=tree["tokens"],
+        retrieve_index=tree["retrieve_index"],
+        retrieve_next_token=tree["retrieve_next_token"],
+        retrieve_next_sibling=tree["retrieve_next_sibling"],
+        target_predict=target_predict,
+    )
+    commit_lens = accept_drafts.to(torch.int32) + 1  # accepted drafts + the bonus token
+    cols = torch.arange(block, device=device).view(1, block)
+    live = cols < commit_lens.view(bs, 1)
+    acc_global = torch.where(live, accept_index.to(torch.int64), torch.zeros_like(cols))
+    out_tokens = torch.where(live, predicts.to(torch.int64)[acc_global], torch.zeros_like(cols))
+    bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
+
+    # --- 3b) Hybrid targets: commit the recurrent state of each request's last accepted node.
+    if worker._need_mamba_verify_commit:
+        commit_hybrid_state(
+            worker, batch=batch, accept_index=accept_index, accept_drafts=accept_drafts, prefixes=prefixes, budget=n
+        )
+
+    # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
+    # In the target pool's own ids (the tree plan's write ids: what its verify forward wrote).
+    # One move of every request's columns 1..B-1 (request-major, columns ascending). The node
+    # accepted at depth j sits at tree index a_j >= j, so no source slot is the target of an
+    # earlier pair: the move is correct both when the kernel copies all pairs at once and when
+    # the pool splits a long list into chunks done one after another.
+    # The copy kernel reads the location arrays as contiguous memory; a column view such as
+    # loc_2d[:, j] would be read as its neighbours in row 0 (wrong slots when bs > 1).
+    target_loc = tree_plan.write_ids(translator).to(torch.int64)
+    if block > 1:
+        target_loc_2d = target_loc.view(bs, n)
+        tgt = target_loc_2d[:, 1:block].contiguous()
+        src = torch.where(live[:, 1:], target_loc[acc_global[:, 1:]], tgt)
+        kv_pool = target_runner.token_to_kv_pool_allocator.get_kvcache()
+        kv_pool.move_kv_cache(tgt.reshape(-1), src.reshape(-1).contiguous())
+
+    new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
+    if on_publish is not None:
+        on_publish(new_seq_lens)
+
+    # --- 5) Draft KV from the accepted nodes' target hidden states, at the block's slots (chain
+    # positions prefix..prefix+B-1): the block plan's write ids in the draft pool, as DFLASH writes
+    # them; only the first commit_lens columns of each request are written.
+    hidden = logits_output.hidden_states
+    if hidden is None:
+        raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
+    compact_hidden = hidden[acc_global.reshape(-1)]
+    cache_loc = worker._draft_write_ids(block_plan)
+    worker._append_target_hidden_to_draft_kv_by_loc(
+        target_hidden=compact_hidden,
+        cache_loc=cache_loc,
+        cache_loc_2d=cache_loc.view(bs, block),
+        positions=positions_2d.reshape(-1),
+        commit_lens=commit_lens,
+    )
+    logits_output.hidden_states = None
+
+    worker._ddtree_steps += 1
+    if worker._ddtree_steps == 1 or worker._ddtree_steps % _LOG_EVERY_STEPS == 0:
+        logger.info(
+            "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
+            "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s",
+            worker._ddtree_steps,
+            bs,
+            len(host_trees[0]) if host_trees else 0,
+            n,
+            config.topk,
+            max(max(t.depths) for t in host_trees) if host_trees else 0,
+            float(accept_drafts.float().mean().item()),
+            # hybrid: per node from its parent, the accepted node's committed; dense: none
+            "tree" if worker._need_mamba_verify_commit else "none",
+        )
+
+    next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
+    return GenerationBatchResult(
+        logits_output=logits_output,
+        next_token_ids=out_tokens.reshape(-1),
+        accept_lens=commit_lens,
+        can_run_cuda_graph=target_out.can_run_cuda_graph,
+        next_draft_input=next_draft_input,
+        speculative_num_draft_tokens=block,
+        new_seq_lens=new_seq_lens,
+        routed_experts_output=getattr(target_out, "routed_experts_output", None),
+        indexer_topk_output=getattr(target_out, "indexer_topk_output", None),
+    )
+
+
+def check_ddtree_target(worker) -> None:
+    """Dense targets, and hybrid targets whose linear layers are Gated DeltaNet (sglang's tree kernels).
+
+    The target pool must name KV slots by their own ids (no unified-memory / fused-draft id
+    translation): the accepted path's KV is moved between the tree plan's slots in the target pool.
+    Checked at start-up (init_attention_backends) and, once, at the first verify step.
+    """
+    if getattr(worker, "_ddtree_target_checked", False):
+        return
+    model_runner = worker.target_worker.model_runner
+    model_config = model_runner.model_config
+    if mambaish_config(model_config) is not None and (
+        hybrid_gdn_config(model_config) is None or not worker._need_mamba_verify_commit
+    ):
+        raise RuntimeError(
+            "DDTREE supports dense and Gated DeltaNet hybrid targets; this target's recurrent layers "
+            f"({type(model_config.hf_config).__name__}) have no tree verify in sglang."
+        )
+    translator = getattr(model_runner, "kv_index_translator", None)
+    if translator is not None and translator.is_translating:
+        raise RuntimeError(
+            "DDTREE does not support a translated KV pool (unified memory or a fused draft pool): "
+            "its accepted path is moved between the target pool's own slots."
+        )
+    worker._ddtree_target_checked = True
+
+
+def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes, budget):
+    """Commit each request's recurrent state from the snapshot of its last accepted tree node.
+
+    The verify forward kept one ssm state and conv window per node (intermediate_ssm /
+    intermediate_conv_window, each node continuing from its parent); the backend's commit copies the
+    snapshot at the given step into the request's state. With the mamba prefix cache on, the state
+    at a crossed multiple of sglang's track grid is the accepted node at that path position. One
+    host read of the accepted paths.
+    """
+    from sglang.srt.runtime_context import mamba_track_grid
+
+    bs = int(accept_drafts.shape[0])
+    device = accept_drafts.device
+    host = torch.cat((accept_index.to(torch.int64), accept_drafts.to(torch.int64).view(bs, 1)), dim=1).cpu().tolist()
+    rows = [row[:-1] for row in host]
+    drafts = [row[-1] for row in host]
+    nodes = ddtree_utils.commit_nodes(rows, drafts, budget)
+    steps_to_track = None
+    if batch.mamba_track_indices is not None:
+        interval = int(mamba_track_grid(batch.tree_cache.page_size))
+        steps_to_track = torch.tensor(
+            ddtree_utils.track_nodes(rows, drafts, budget, prefixes, interval), dtype=torch.int64, device=device
+        )
+    model_runner = worker.target_worker.model_runner
+    model_runner.attn_backend.update_mamba_state_after_mtp_verify(
+        last_correct_step_indices=torch.tensor(nodes, dtype=torch.int64, device=device),
+        mamba_track_indices=batch.mamba_track_indices,
+        mamba_steps_to_track=steps_to_track,
+        model=model_runner.model,
+        req_pool_indices=batch.req_pool_indices[:bs],
+    )
+
+
+def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
+    """Called from DFlashWorkerV2.__init__: the tree config for DDTREE, None for plain DFLASH.
+
+    The tree is built from the plain draft's hidden states through the target's lm_head; DFlash
+    drafts that propose otherwise (Domino rollout, candidate selector, LiLiCorr head) are refused.
+    """
+    if (server_args.speculative_algorithm or "").upper() != "DDTREE":
+        return None
+    for name, present in (
+        ("a Domino draft", bool(getattr(worker, "_is_domino", False))),
+        ("a candidate-selector draft", getattr(worker, "selector", None) is not None),
+        ("a LiLiCorr draft head", getattr(worker, "lilicorr", None) is not None),
+    ):
+        if present:
+            raise ValueError(
+                f"DDTREE builds its tree from the plain DFlash draft's per-position top-k; "
+                f"{name} proposes its block otherwise. Use --speculative-algorithm DFLASH."
+            )
+    config = ddtree_utils.resolve_ddtree_config(int(worker.block_size))
+    worker._ddtree_steps = 0
+    logger.info(ddtree_utils.format_budget_log(config))
+    return config
