@@ -284,6 +284,10 @@ def lab(tmp_path_factory):
         recorded = record()["release_id"]
         doc = json.loads(on_host("cat %s/releases/%s/release.json" % (ROOT, recorded)).stdout)
         state["recorded"] = next(k for k, v in INTERPRETERS.items() if v == doc["python_interpreter"])
+        for release in release_ids():
+            found = on_host("cat %s/releases/%s/release.json 2>/dev/null || true" % (ROOT, release)).stdout
+            interpreter = json.loads(found)["python_interpreter"] if found.strip() else ""
+            state["ids"].update({k: release for k, v in INTERPRETERS.items() if v == interpreter})
         state["ids"][state["recorded"]] = recorded
         yield state
         return
