@@ -131,7 +131,8 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
     takes the first set (by name) for this sglang version that serves it.
     """
     request = {"algorithms": algorithm, "attention_backends": attention_backend}
-    available = sorted(available or [], key=lambda r: r["name"])
+    # sets for every request (serves: every_request) serve no dimension, so they would serve any: not chosen here
+    available = sorted((r for r in available or [] if not r.get("every_request")), key=lambda r: r["name"])
     listing = "; ".join(describe_set(r) for r in available) or "none"
     if explicit is not None:
         errors = []
@@ -392,15 +393,16 @@ def build_plan(
         index_url=inputs.get("index_url") or "",
     )
     explicit = inputs.get("explicit_patch_sets")
-    available_sets = list(available_sets or [])
     chosen = choose_patch_sets(
         str(inputs.get("algorithm") or ""),
         version,
         str(inputs.get("attention_backend") or ""),
-        [r for r in available_sets if not r.get("every_request")],
+        available_sets,
         explicit,
     )
-    chosen["chosen"] += every_request_sets(str(inputs.get("algorithm") or ""), version, available_sets, chosen["chosen"])
+    chosen["chosen"] += every_request_sets(
+        str(inputs.get("algorithm") or ""), version, available_sets, chosen["chosen"]
+    )
     controller = (check_inputs or check_controller_inputs)(
         inputs.get("manifest") or [],
         sglang,
