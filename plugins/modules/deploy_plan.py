@@ -21,7 +21,7 @@ description:
     entry with C(override_reason) turns its conflicts into accepted ones, reported in the plan.
   - Chooses the patch sets by capability; each C(patchset.yml) declares C(sglang_version) and C(serves)
     (dimension to allowed values; a missing dimension serves any value, an empty list none). A request no set serves
-    fails, naming every set and what it serves. A set declaring C(serves: every_request) (the server-args redaction
+    fails, naming every set and what it serves. A set whose C(serves) is C(every_request) (the server-args redaction
     sets) is taken for every request of its sglang version, besides the set the algorithm needs.
   - With O(target_config), checks a target's parsed C(config.json) against the plan's O(plan) (the architecture the
     chosen patch sets serve), for preflight.
