@@ -268,3 +268,12 @@ def test_engine_py_holds_the_only_log_calls_that_format_the_server_args(version,
             if (func.startswith(("logger.", "logging.")) or func == "print") and _formats_server_args(node):
                 found.append(f"{path.relative_to(tree)}:{node.lineno}")
     assert [f.split(":")[0] for f in found] == [ENGINE, ENGINE], found
+
+
+def test_the_engine_simulator_reads_the_redaction_from_the_real_engine_py(case):
+    """The lab's simulator logs the key in clear beside the pristine file and redacts what the patched one does."""
+    from sglang_engine_simulator import server_args_log  # noqa: PLC0415
+
+    _version, tree, set_dir, manifest = case
+    assert server_args_log.redacted_fields((tree / ENGINE).read_text()) == ()
+    assert server_args_log.redacted_fields(patched_engine(set_dir, manifest, tree)) == tuple(SECRETS)
