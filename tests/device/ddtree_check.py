@@ -49,6 +49,8 @@ import urllib.error
 import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import ddtree_accept_stats  # noqa: E402  (tests/device: the off-chain counts of --count-off-chain)
 
 KERNEL_CHECK = r"""
 import json, random, sys
@@ -227,7 +229,9 @@ class Server:
         self.fh.close()
 
 
-def run_prompts(server, prompts, tokens, logprobs):
+def run_prompts(server, prompts, tokens, logprobs, on_start=None):
+    """All prompts at once after one warm-up request; ``on_start()`` runs between the two."""
+
     def one(ids):
         payload = {
             "input_ids": ids,
@@ -239,6 +243,8 @@ def run_prompts(server, prompts, tokens, logprobs):
 
     # Warm-up request (first-use JIT), then all prompts at once so the verify batch is > 1.
     one(prompts[0])
+    if on_start is not None:
+        on_start()
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
         answers = list(pool.map(one, prompts))
@@ -379,12 +385,18 @@ def build_parser():
     )
     p.add_argument("--port", type=int, default=31300)
     p.add_argument("--ready-timeout", type=int, default=300)
+    p.add_argument("--size-timeout", type=int, default=150, help="--hybrid: wait this long for a server's pools")
     p.add_argument("--apply-patchset", help="apply this patch set to the venv first (else it must be applied)")
     p.add_argument("--skip-kernels", action="store_true")
     p.add_argument("--no-dflash", action="store_true", help="no DFLASH server (no accept-length comparison)")
     p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
     p.add_argument("--hybrid", action="store_true", help="a hybrid GDN target: servers at once, recurrent checks")
     p.add_argument("--readiness", action="store_true", help="judge the first DDTREE server by sglang_readiness")
+    p.add_argument(
+        "--count-off-chain", action="store_true",
+        help="count each DDTREE server's accepted nodes on / off the top-1 chain (ddtree_accept_stats.py; "
+        "needs tests/device/sitecustomize on PYTHONPATH)",
+    )  # fmt: skip
     p.set_defaults(exclude_ids=set())
     return p
 
@@ -465,7 +477,10 @@ def plan_runs(args, budgets):
     runs = [] if args.no_dflash else [("dflash", [*common, "--speculative-algorithm", "DFLASH", *spec], {}, False)]
     for b in budgets:
         flags = [*common, "--speculative-algorithm", "DDTREE", *spec]
-        runs.append(("ddtree-n%d" % b, flags, {"SGLANG_DDTREE_BUDGET": str(b)}, False))
+        env = {"SGLANG_DDTREE_BUDGET": str(b)}
+        if args.count_off_chain:
+            env[ddtree_accept_stats.ENV] = str(accept_stats_path(pathlib.Path(args.out), "ddtree-n%d" % b))
+        runs.append(("ddtree-n%d" % b, flags, env, False))
     runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
     if args.hybrid:
         runs = [(n, [*f, "--disable-radix-cache"], e, w) for n, f, e, w in runs]
@@ -477,12 +492,25 @@ def plan_runs(args, budgets):
     return runs
 
 
+def accept_stats_path(out, name):
+    return out / ("accept-stats-%s.json" % name)
+
+
 def run_one(server, name, prompts, args, *, results, want_logprobs):
     ready = server.wait_ready(args.ready_timeout)
     log("%s ready in %.1fs" % (name, ready))
-    res = run_prompts(server, prompts, args.tokens, want_logprobs)
+    counted = args.count_off_chain and name.startswith("ddtree")
+    stats_path = accept_stats_path(pathlib.Path(args.out), name)
+    before = {}
+    res = run_prompts(
+        server, prompts, args.tokens, want_logprobs,
+        on_start=(lambda: before.update(ddtree_accept_stats.read(stats_path))) if counted else None,
+    )  # fmt: skip
     res["ready_s"] = round(ready, 1)
     res["mean_accept_length"] = mean_accept(res["rows"])
+    if counted:
+        res["accept_stats"] = ddtree_accept_stats.delta(before, ddtree_accept_stats.read(stats_path))
+        log("%s accepted drafts: %s" % (name, res["accept_stats"]))
     if name == "target":
         spec_rows = {k: v["rows"] for k, v in results.items() if "rows" in v}
         try:
@@ -511,6 +539,20 @@ def run_servers(args, runs, prompts, out):
             results[name]["budget_log"] = budget_lines(server.log_path)
         (out / "ddtree-partial.json").write_text(json.dumps(results, indent=1))  # survives a time-out
     return results
+
+
+POOLS_SIZED = re.compile(r"max_total_num_tokens=\d+")
+
+
+def wait_for_line(server, pattern, timeout):
+    """Seconds until ``pattern`` shows in the server's log; None when it exits or the time runs out."""
+    while time.monotonic() - server.start < timeout:
+        if pattern.search(server.log_path.read_text(errors="replace")):
+            return round(time.monotonic() - server.start, 1)
+        if server.proc.poll() is not None:
+            return None
+        time.sleep(0.5)
+    return None
 
 
 def readiness_check(server, args):
@@ -557,6 +599,11 @@ def run_servers_at_once(args, runs, prompts, out):
             env = dict(base_env, **extra_env)
             servers[name] = Server(name, args.python, flags, env=env, port=args.port + i, out=out)
             time.sleep(2)  # staggered: sglang picks its internal ports at start
+            # --mem-fraction-static is a share of the memory free at a server's own profile: the next
+            # server starts once this one has sized its pools (run 3 of 2026-12-01 lost a server when
+            # four allocated at once), while the slow part, the GDN kernel compile, still overlaps.
+            sized = wait_for_line(servers[name], POOLS_SIZED, args.size_timeout)
+            log("%s pools sized: %s" % (name, sized))
         if judged:
             results["readiness"] = readiness_check(servers[judged], args)
         _wait_all(servers, args, results)
@@ -636,7 +683,33 @@ def speculative_checks(results, tie_gap):
     return checks
 
 
-def ddtree_checks(results, budgets, with_dflash):
+def accept_stats_check(res, block):
+    """The counted accepted drafts against what the server reported for the same requests.
+
+    Each request's first token comes from its prefill and each verify step commits its accepted drafts
+    plus one token, so the drafts accepted are completion - 1 - spec_verify_ct, and up to B - 1 more per
+    request when its last step overshot max_new_tokens.
+    """
+    stats = res.get("accept_stats")
+    if stats is None:
+        return {"pass": False, "error": "no accept stats (the server did not count)"}
+    rows = res.get("rows", [])
+    low = sum((r["completion_tokens"] or 0) - 1 - (r["spec_verify_ct"] or 0) for r in rows)
+    high = low + (block - 1) * len(rows)
+    counted = stats["accepted_drafts"]
+    return {
+        "accepted_drafts": counted,
+        "off_chain_accepted": stats["off_chain_accepted"],
+        "off_chain_share": round(stats["off_chain_accepted"] / counted, 4) if counted else None,
+        "request_steps": stats["request_steps"],
+        "request_steps_off_chain": stats["request_steps_off_chain"],
+        "off_chain_by_depth": stats["off_chain_by_depth"],
+        "reported_accepted_range": [low, high],
+        "pass": low <= counted <= high and stats["request_steps"] > 0,
+    }
+
+
+def ddtree_checks(results, budgets, with_dflash, count_off_chain=False, block=4):
     checks = {}
     dflash_acc = results.get("dflash", {}).get("mean_accept_length")
     for b in budgets:
@@ -649,6 +722,8 @@ def ddtree_checks(results, budgets, with_dflash):
                 "dflash": dflash_acc,
                 "pass": acc is not None and dflash_acc is not None and acc >= dflash_acc - 1e-6,
             }
+        if count_off_chain and "rows" in res:
+            checks["accept_stats_%s" % name] = accept_stats_check(res, block)
         bl = res.get("budget_log", {"startup": [], "step_tree_nodes": []})
         nodes = set(bl["step_tree_nodes"])
         checks["budget_%s" % name] = {
@@ -676,7 +751,13 @@ def report(out, result, results):
     return 0 if result["pass"] else 1
 
 
+def stop_on_sigterm():
+    """A time-out's SIGTERM unwinds through the finally blocks, which stop the servers (own sessions)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def main(argv=None):
+    stop_on_sigterm()
     parser = build_parser()
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
@@ -708,7 +789,7 @@ def main(argv=None):
     results = (run_servers_at_once if args.hybrid else run_servers)(args, runs, prompts, out)
     result["runs"] = results
     result["checks"].update(speculative_checks(results, args.tie_gap))
-    result["checks"].update(ddtree_checks(results, budgets, not args.no_dflash))
+    result["checks"].update(ddtree_checks(results, budgets, not args.no_dflash, args.count_off_chain, args.block))
     result["checks"].update(mode_checks(args, results, budgets))
     for name, *_ in runs:
         if "error" in results.get(name, {}):

@@ -1,41 +1,52 @@
 #!/usr/bin/env python3
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a speculative step costs at the real geometry: Qwen3.6-27B text + its DFlash draft, dummy weights.
+"""What a decode step costs at the real geometry: Qwen3.6-27B text + its DFlash draft, dummy weights.
 
     ddtree_cost.py --python PY --target DIR --draft DIR --out DIR
-                   [--runs target,dflash,ddtree16,ddtree32,ddtree64] [--batches 1,8]
+                   [--runs target,dflash,ddtree16,ddtree32,ddtree64,target-eager] [--batches 1,8]
+                   [--tokens 160] [--warmup-steps 16] [--deadline-s 500] [--free-gib GIB]
 
 Run on the device machine (tests/device/run-ddtree --cost): sglang 0.5.17 with ddtree-0.5.17 applied.
-The model dirs are config-only, Qwen3.6-27B's geometry (Qwen3_5ForConditionalGeneration with its
-processor) and Qwen3.6-27B-DFlash's (build_tiny_models.py --arch hybrid --with-27b: 27b-conditional,
-27b-draft), served with --load-format dummy.
+The model dirs are config-only, Qwen3.6-27B's geometry (Qwen3_5ForConditionalGeneration) and its
+DFlash draft's (block 16) (build_tiny_models.py --arch hybrid --with-27b), served with
+--load-format dummy. One server at a time (each holds a 51 GB target), on the whole card unless
+--free-gib cuts it with gpu_holder.py.
 
-One server at a time (two 27B targets do not fit one H200 with their snapshot pools), eager
-(--disable-cuda-graph: DDTREE verifies eagerly; DFLASH and the target alone are measured the same way
-so the ratios compare like with like). Per server and batch size b: b requests of 128 prompt tokens at
-once, decoded twice (8 and 72 new tokens, ignore_eos); the step cost is the extra wall time divided by
-the extra steps (spec_verify_ct for speculative servers, new tokens for the target alone), so prefill
-and the HTTP round trip cancel. With dummy weights a draft is never accepted: every step emits one
-token, and the break-even accept length of a speculative step is its cost over the target's decode
-step (the accepted tokens per step it needs to match the target alone).
+The timing is sglang's own: every server runs with --decode-log-interval 1, so each "Decode batch"
+line of its log is one scheduler step, and its gen throughput is that step's tokens over the time since
+the previous line (tokens = #running-req x accept len; with dummy weights nothing is accepted and the
+accept length is 1). Per server and batch size b: b requests of 128 random prompt tokens sent at once,
+--tokens new tokens each (ignore_eos); the steps at #running-req == b after the first --warmup-steps
+(the prefill and the first-use compiles) are the sample: median, p10 / p90, min, max, and the client's
+wall time per step as a cross-check.
 
-Memory per request slot: from sglang's own "Mamba Cache is allocated" line (intermediate_ssm_state_cache
-and intermediate_conv_window_cache over max_mamba_cache_size + 1 slots), next to what config.json
-gives (verify tokens x GDN layers x value heads x key dim x value dim x 4 bytes). A server that does
-not start (the snapshot pool does not fit) is recorded with its error: that is an answer too.
+Modes, as a deploy runs them: the target alone and DFLASH on sglang's decode CUDA graphs (captured for
+the batch sizes measured), DDTREE eager (ddtree-0.5.17 turns decode graphs off: triton's graph buffers
+are sized for B, not N; docs/patchsets.md), and the target alone eager (target-eager) to separate the
+graphs' share from the work's. Every decode line also says whether that step ran on a graph; the
+summary records it.
 
-Writes DIR/cost.json and DIR/cost-table.md; exit status 0 when every requested server produced its rows.
+Memory: sglang's own lines (tests/device/envelope_runs.parse_log): weights, mamba slots, the verify
+snapshots (intermediate ssm / conv), KV tokens, the running-request cap.
+
+Writes DIR/cost.json after every server (a time-out keeps what ran) and DIR/server-<run>.log; a run
+that would start after --deadline-s is recorded as skipped. tests/device/ddtree_cost_report.py turns
+cost.json into the table, the plot and envelopes.json. Exit status 0 when every requested run measured
+every batch size.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import pathlib
 import random
 import re
+import statistics
+import subprocess
 import sys
 import time
 
@@ -43,12 +54,17 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import ddtree_check  # noqa: E402  (the device scripts' server launcher)
+import envelope_runs  # noqa: E402  (sglang's own memory lines)
 
-MAMBA_LINE = re.compile(
-    r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: ([\d.]+)GB, "
-    r"ssm_state size: ([\d.]+)GB intermediate_ssm_state_cache size: ([\d.]+)GB "
-    r"intermediate_conv_window_cache size: ([\d.]+)GB"
+RUN_NAMES = ("target", "target-eager", "dflash")
+DECODE_LINE = re.compile(
+    r"Decode batch.*?#running-req: (?P<running>\d+),.*?(?:accept len: (?P<accept>[\d.]+), .*?)?"
+    r"cuda graph: (?P<graph>True|False), gen throughput \(token/s\): (?P<tput>[\d.]+)"
 )
+PROMPT_LEN = 128
+# Seconds a server needs before its first step (dummy 27B load, pools, graphs): a run is not started
+# when less than this is left before --deadline-s.
+START_ALLOWANCE_S = 90
 
 
 def log(msg):
@@ -60,154 +76,217 @@ def block_of(draft):
     return int((cfg.get("dflash_config") or {}).get("block_size") or cfg["block_size"])
 
 
-def server_flags(target, draft, run, max_running=8):
+def budget_of(run):
+    return int(run[len("ddtree") :]) if run.startswith("ddtree") else None
+
+
+def valid_run(run):
+    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+", run) is not None
+
+
+def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
+    """(launch flags, extra environment) of one run. Graphs where sglang uses them for that mode."""
     common = [
         "--model-path", str(target), "--load-format", "dummy", "--dtype", "bfloat16",
         "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-        "--mem-fraction-static", "0.9", "--context-length", "4096", "--max-running-requests", str(max_running),
-        "--disable-cuda-graph", "--disable-radix-cache", "--skip-tokenizer-init",
+        "--mem-fraction-static", str(mem), "--context-length", str(context),
+        "--max-running-requests", str(max(batches)), "--disable-radix-cache", "--skip-tokenizer-init",
+        "--decode-log-interval", "1",
     ]  # fmt: skip
+    if run == "target-eager":
+        return [*common, "--disable-cuda-graph"], {}
     if run == "target":
-        return common, {}
+        return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches)))], {}
     spec = [
         "--speculative-draft-model-path", str(draft), "--speculative-num-draft-tokens", str(block_of(draft)),
         "--speculative-draft-attention-backend", "triton",
     ]  # fmt: skip
     if run == "dflash":
-        return [*common, "--speculative-algorithm", "DFLASH", *spec], {}
-    budget = int(run[len("ddtree") :])
-    return [*common, "--speculative-algorithm", "DDTREE", *spec], {"SGLANG_DDTREE_BUDGET": str(budget)}
+        return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DFLASH",
+                *spec], {}  # fmt: skip
+    # DDTREE: the set turns decode graphs off by itself (the decode lines say so).
+    return [*common, "--speculative-algorithm", "DDTREE", *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}
 
 
-def _batch(server, prompts, tokens):
-    rows = ddtree_check.run_prompts(server, prompts, tokens, False)
-    steps = [r["spec_verify_ct"] or r["completion_tokens"] or 0 for r in rows["rows"]]
-    return rows["wall_s"], max(steps)
+def decode_steps(text):
+    """[(running, accept length, on a graph, ms)] of every "Decode batch" line (interval 1: one step each)."""
+    steps = []
+    for m in DECODE_LINE.finditer(envelope_runs.ANSI.sub("", text)):
+        running, tput = int(m["running"]), float(m["tput"])
+        accept = float(m["accept"]) if m["accept"] else 1.0
+        ms = 1000.0 * running * accept / tput if tput > 0 else None
+        steps.append((running, accept, m["graph"] == "True", ms))
+    return steps
 
 
-def step_cost(server, batch, rng, vocab):
-    """Milliseconds per decode step at this batch size (difference of a short and a long decode)."""
-    prompts = [[rng.randrange(10, vocab) for _ in range(128)] for _ in range(batch)]
-    short_wall, short_steps = _batch(server, prompts, 8)
-    long_wall, long_steps = _batch(server, prompts, 72)
-    steps = long_steps - short_steps
+def _pct(sorted_vals, q):
+    """Nearest-rank percentile of an already sorted list."""
+    k = max(0, min(len(sorted_vals) - 1, round(q * (len(sorted_vals) - 1))))
+    return sorted_vals[k]
+
+
+def summarize(steps, batch, warmup):
+    """The sample: steps at #running-req == batch after the first ``warmup`` of them."""
+    at_batch = [s for s in steps if s[0] == batch and s[3] is not None]
+    sample = at_batch[warmup:]
+    if not sample:
+        return {"batch": batch, "steps": 0, "step_ms": None, "error": "no decode step at this batch size"}
+    ms = sorted(s[3] for s in sample)
+    graphs = {s[2] for s in sample}
     return {
         "batch": batch,
-        "step_ms": round(1000.0 * (long_wall - short_wall) / steps, 2) if steps > 0 else None,
-        "steps": [short_steps, long_steps],
-        "walls_s": [short_wall, long_wall],
+        "steps": len(sample),
+        "warmup_steps_dropped": len(at_batch) - len(sample),
+        "step_ms": round(statistics.median(ms), 3),
+        "p10_ms": round(_pct(ms, 0.10), 3),
+        "p90_ms": round(_pct(ms, 0.90), 3),
+        "min_ms": round(ms[0], 3),
+        "max_ms": round(ms[-1], 3),
+        "mean_ms": round(statistics.fmean(ms), 3),
+        "accept_length_mean": round(statistics.fmean(s[1] for s in sample), 3),
+        "cuda_graph": graphs.pop() if len(graphs) == 1 else "mixed",
     }
 
 
-def memory_of(log_path):
-    m = MAMBA_LINE.search(log_path.read_text(errors="replace"))
-    if not m:
-        return None
-    slots, conv, ssm, inter_ssm, inter_conv = int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])
-    return {
-        "slots": slots,
-        "ssm_state_gb": ssm,
-        "conv_state_gb": conv,
-        "snapshots_ssm_gb": inter_ssm,
-        "snapshots_conv_gb": inter_conv,
-        "snapshots_per_slot_gb": round((inter_ssm + inter_conv) / (slots + 1), 3),
-    }
+def generate(server, prompts, tokens):
+    def one(ids):
+        payload = {
+            "input_ids": ids,
+            "sampling_params": {"temperature": 0, "max_new_tokens": tokens, "ignore_eos": True},
+        }
+        return ddtree_check.http_json(server.url + "/generate", payload, timeout=300)
+
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+        answers = list(pool.map(one, prompts))
+    wall = time.monotonic() - start
+    metas = [a.get("meta_info", {}) for a in answers]
+    steps = max((m.get("spec_verify_ct") or m.get("completion_tokens") or 0) for m in metas)
+    return {"wall_s": round(wall, 3), "client_steps": steps, "client_ms_per_step": round(1000 * wall / steps, 2)}
 
 
-def expected_snapshot_gb(run, target, draft):
-    """GiB of ssm snapshots per request slot from config.json: steps x GDN layers x HV x K x V x 4."""
-    cfg = json.loads((pathlib.Path(target) / "config.json").read_text())
-    t = cfg.get("text_config") or cfg
-    steps = 0 if run == "target" else block_of(draft) if run == "dflash" else int(run[len("ddtree") :])
-    layers = int(t["num_hidden_layers"])
-    gdn = layers - layers // int(t["full_attention_interval"])
-    ssm = steps * gdn * t["linear_num_value_heads"] * t["linear_key_head_dim"] * t["linear_value_head_dim"] * 4
-    return round(ssm / (1 << 30), 3)
+def measure_batch(server, batch, args, rng):
+    prompts = [[rng.randrange(10, 240000) for _ in range(PROMPT_LEN)] for _ in range(batch)]
+    offset = server.log_path.stat().st_size
+    client = generate(server, prompts, args.tokens)
+    time.sleep(0.5)  # the last decode line
+    with open(server.log_path, "rb") as handle:
+        handle.seek(offset)
+        text = handle.read().decode(errors="replace")
+    row = summarize(decode_steps(text), batch, args.warmup_steps)
+    row.update(client)
+    log("%s batch %d: %s" % (server.name, batch, row))
+    return row
 
 
-def measure(args, run, models, out, *, index, batches):
-    target, draft = models
-    flags, extra_env = server_flags(target, draft, run, max(batches))
+def measure(args, run, index, out):
+    flags, extra_env = server_flags(args.target, args.draft, run, args.batches, mem=args.mem)
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DDTREE_BUDGET"}
     env.update(HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1", **extra_env)
-    name = run if batches == args.batches else "%s-bs%d" % (run, max(batches))
-    server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port + index, out=out)
-    res = {"run": run, "max_running": max(batches)}
-    res["expected_snapshots_ssm_per_slot_gib"] = expected_snapshot_gb(run, target, draft)
+    res = {"run": run, "budget": budget_of(run), "launch_flags": flags, "env": extra_env}
+    server = ddtree_check.Server(run, args.python, flags, env=env, port=args.port + index, out=out)
     try:
         res["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
-        rng = random.Random(1201)
-        res["rows"] = [step_cost(server, b, rng, 240000) for b in batches]
+        rng = random.Random(1202)
+        generate(server, [[rng.randrange(10, 240000) for _ in range(PROMPT_LEN)]], 8)  # first-use compiles
+        res["rows"] = [measure_batch(server, b, args, rng) for b in args.batches]
     except Exception as exc:
         res["error"] = str(exc)
         log("%s FAILED: %s" % (run, exc))
     finally:
         server.stop()
-    res["memory"] = memory_of(server.log_path)
-    log("%s: %s" % (run, {k: v for k, v in res.items() if k != "rows"}))
+    res["memory"] = envelope_runs.parse_log(server.log_path.read_text(errors="replace"))
+    res["log"] = server.log_path.name
     return res
 
 
-def table(results):
-    target = next((r for r in results if r["run"] == "target" and "rows" in r), None)
-    base = {row["batch"]: row["step_ms"] for row in target["rows"]} if target else {}
-    lines = [
-        "| run | batch | step ms | break-even accept length | snapshots per slot GB (sglang) "
-        "| ssm snapshots per slot GiB (config) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in results:
-        mem = r.get("memory") or {}
-        for row in r.get("rows", []) or [{"batch": "-", "step_ms": None}]:
-            ms, b = row["step_ms"], row["batch"]
-            be = round(ms / base[b], 2) if ms and base.get(b) else None
-            lines.append(
-                "| %s | %s | %s | %s | %s | %s |"
-                % (r["run"], b, ms, be if r["run"] != "target" else 1.0, mem.get("snapshots_per_slot_gb"),
-                   r["expected_snapshots_ssm_per_slot_gib"])
-            )  # fmt: skip
-        if "error" in r:
-            lines.append("| %s | - | error: %s | | | |" % (r["run"], r["error"][:120]))
-    lines.append("")
-    lines.append("Qwen3.6-27B geometry, dummy weights, eager (--disable-cuda-graph), one server at a time.")
-    return "\n".join(lines) + "\n"
+def start_holder(args, out):
+    """gpu_holder.py keeping --free-gib free (the ct200 card's ~96 GiB); (process, what it saw)."""
+    proc = subprocess.Popen(
+        [args.python, str(HERE / "gpu_holder.py"), str(args.free_gib)],
+        stdout=subprocess.PIPE, stderr=open(out / "gpu-holder.log", "wb"), text=True,
+    )  # fmt: skip
+    seen = json.loads(proc.stdout.readline())
+    log("gpu holder: %s" % seen)
+    return proc, seen
 
 
-def main(argv=None):
+def complete(results, runs):
+    """Every requested run measured every batch size."""
+
+    def measured(r):
+        return bool(r.get("rows")) and all(row.get("step_ms") is not None for row in r["rows"])
+
+    return all(any(r["run"] == run and measured(r) for r in results) for run in runs)
+
+
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", required=True)
     p.add_argument("--target", required=True, help="config-only 27B target dir (build_tiny_models --with-27b)")
     p.add_argument("--draft", required=True, help="config-only 27B DFlash draft dir")
     p.add_argument("--out", required=True)
-    p.add_argument("--runs", default="target,dflash,ddtree16,ddtree32,ddtree64")
+    p.add_argument("--runs", default="target,dflash,ddtree16,ddtree32,ddtree64,target-eager")
     p.add_argument("--batches", default="1,8")
+    p.add_argument("--tokens", type=int, default=160, help="new tokens per request (steps per sample)")
+    p.add_argument("--warmup-steps", type=int, default=16, help="first steps at the batch size left out")
+    p.add_argument("--mem", type=float, default=0.9, help="--mem-fraction-static")
     p.add_argument("--port", type=int, default=31600)
-    p.add_argument("--ready-timeout", type=int, default=400)
+    p.add_argument("--ready-timeout", type=int, default=300)
+    p.add_argument("--deadline-s", type=float, default=500, help="start no run after this many seconds")
+    p.add_argument("--free-gib", type=float, help="cut the card to this much free memory (gpu_holder.py)")
     p.add_argument("--apply-patchset", help="apply this patch set to the python's sglang first")
+    return p
+
+
+def parse_args(argv=None):
+    p = build_parser()
     args = p.parse_args(argv)
-    args.batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-    for r in runs:
-        if r not in ("target", "dflash") and not re.fullmatch(r"ddtree\d+", r):
-            p.error("--runs: %r is not target, dflash or ddtreeN" % r)
+    args.batches = sorted({int(b) for b in args.batches.split(",") if b.strip()})
+    args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    bad = [r for r in args.runs if not valid_run(r)]
+    if bad or not args.runs or not args.batches or min(args.batches) < 1:
+        p.error("--runs: each of target, target-eager, dflash or ddtreeN; --batches: sizes >= 1 (got %s)" % bad)
+    if args.warmup_steps >= args.tokens:
+        p.error("--warmup-steps must be below --tokens")
+    return args
+
+
+def main(argv=None):
+    ddtree_check.stop_on_sigterm()
+    args = parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.apply_patchset:
-        ddtree_check.apply_patchset(args.python, args.apply_patchset, out)
-    target, draft = args.target, args.draft
     t0 = time.monotonic()
-    results = []
-    for i, run in enumerate(runs):
-        res = measure(args, run, (target, draft), out, index=2 * i, batches=args.batches)
-        results.append(res)
-        if "error" in res and max(args.batches) > 1:
-            # Did not start with max(batches) slots (the snapshot pool): batch 1 alone, one slot.
-            results.append(measure(args, run, (target, draft), out, index=2 * i + 1, batches=[1]))
-        (out / "cost.json").write_text(json.dumps({"target": target, "draft": draft, "results": results}, indent=1))
-    (out / "cost-table.md").write_text(table(results))
-    print(table(results))
-    log("done in %.1fs" % (time.monotonic() - t0))
-    return 0 if all(any("rows" in r for r in results if r["run"] == run) for run in runs) else 1
+    record = {
+        "target": args.target, "draft": args.draft, "batches": args.batches, "tokens": args.tokens,
+        "warmup_steps": args.warmup_steps, "mem_fraction_static": args.mem, "free_gib": args.free_gib,
+        "target_config": json.loads((pathlib.Path(args.target) / "config.json").read_text()),
+        "draft_config": json.loads((pathlib.Path(args.draft) / "config.json").read_text()),
+        "results": [],
+    }  # fmt: skip
+    if args.apply_patchset:
+        record["patchset"] = ddtree_check.apply_patchset(args.python, args.apply_patchset, out)
+    holder = None
+    if args.free_gib:
+        holder, record["gpu_holder"] = start_holder(args, out)
+    try:
+        for i, run in enumerate(args.runs):
+            left = args.deadline_s - (time.monotonic() - t0)
+            if left < START_ALLOWANCE_S:
+                record["results"].append({"run": run, "skipped": "deadline: %.0f s left" % left})
+                log("%s skipped (%.0f s left)" % (run, left))
+                continue
+            record["results"].append(measure(args, run, i, out))
+            (out / "cost.json").write_text(json.dumps(record, indent=1))
+    finally:
+        if holder is not None:
+            holder.terminate()
+            holder.wait(30)
+    record["wall_s"] = round(time.monotonic() - t0, 1)
+    (out / "cost.json").write_text(json.dumps(record, indent=1))
+    log("done in %.1fs" % record["wall_s"])
+    return 0 if complete(record["results"], args.runs) else 1
 
 
 if __name__ == "__main__":

@@ -13,13 +13,17 @@ sglang 0.5.17 pins transformers 5.12.1; the host has 5.17, and two things differ
    lacks it: ``inv_freq = 1 / theta^(arange(0, dim, 2) / dim)``, ``forward(seqlen)`` = the outer
    product of ``arange(seqlen)`` and ``inv_freq``.
 
-A real host with the pinned transformers meets neither: nothing here is part of what the
+3. (counting, not compatibility) with ``SPECDEC_DDTREE_ACCEPT_STATS=PATH`` a DDTREE server's accepted
+   tree nodes are counted on and off the draft's top-1 chain (tests/device/ddtree_accept_stats.py).
+
+A real host with the pinned transformers meets neither of 1 and 2: nothing here is part of what the
 collection installs. On PYTHONPATH; lazy: nothing is imported until transformers' own module is,
 so every other Python process (Ansible's included) starts as fast as without it.
 """
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 _AUTO_CONFIG = "transformers.models.auto.configuration_auto"
@@ -56,6 +60,23 @@ def _vision_rotary_embedding(module):
 
 
 _PATCHES = {_AUTO_CONFIG: _register_exist_ok, _QWEN2_5_VL: _vision_rotary_embedding}
+
+# 3. Only with SPECDEC_DDTREE_ACCEPT_STATS=PATH (a DDTREE server whose accepted nodes are counted):
+#    sglang's verify_tree_greedy_func is wrapped by tests/device/ddtree_accept_stats.py, which counts the
+#    accepted nodes on and off the draft's top-1 chain into PATH. Outputs are unchanged.
+_EAGLE_UTILS = "sglang.srt.speculative.eagle_utils"
+
+
+def _count_ddtree_accepts(module):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import ddtree_accept_stats  # noqa: PLC0415 - tests/device, next to this folder
+
+    path = os.environ[ddtree_accept_stats.ENV]
+    module.verify_tree_greedy_func = ddtree_accept_stats.wrap_verify(module.verify_tree_greedy_func, path)
+
+
+if os.environ.get("SPECDEC_DDTREE_ACCEPT_STATS"):
+    _PATCHES[_EAGLE_UTILS] = _count_ddtree_accepts
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
