@@ -18,7 +18,8 @@ What it decides:
   of ``sglang_runtime_manifest`` win by name and are checked the same way;
 - the patch sets, by capability: each ``patchset.yml`` declares ``sglang_version`` and
   ``serves`` (dimension -> allowed values; a missing dimension serves any value, an empty list
-  serves none); a request no set serves is refused naming every set and what it serves. What only
+  serves none; ``serves: every_request`` is a set every request of its sglang version takes, besides the
+  set its algorithm needs); a request no set serves is refused naming every set and what it serves. What only
   the host knows (the target's architecture, ``model_config.architecture_of``) is left in
   ``plan['target_checks']`` for preflight (``check_target``);
 - the paths (``paths``), with the release directory derived in one function (``release.release_dir``).
@@ -33,6 +34,7 @@ import posixpath
 
 from ansible_collections.specdec.sglang.plugins.module_utils import runtime_coherence
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
+from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
 from ansible_collections.specdec.sglang.plugins.module_utils.release import release_dir, releases_dir
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
@@ -104,6 +106,7 @@ def patch_set_record(directory: str, manifest: dict) -> dict:
         "serves": {str(k): [str(v) for v in (values or [])] for k, values in serves.items()}
         if isinstance(serves, dict)
         else {},
+        "every_request": serves == EVERY_REQUEST,
     }
 
 
@@ -124,6 +127,8 @@ def unserved(serves: dict, request: dict) -> list[str]:
 
 def describe_set(record: dict) -> str:
     serves = record["serves"]
+    if record.get("every_request"):
+        return f"{record['name']} (sglang {record['sglang_version'] or 'any'}; serves every request)"
     what = "; ".join(f"{k}: {', '.join(v) if v else 'none'}" for k, v in sorted(serves.items())) or "anything"
     return f"{record['name']} (sglang {record['sglang_version'] or 'any'}; serves {what})"
 
@@ -136,7 +141,8 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
     takes the first set (by name) for this sglang version that serves it.
     """
     request = {"algorithms": algorithm, "attention_backends": attention_backend}
-    available = sorted(available or [], key=lambda r: r["name"])
+    # sets for every request (serves: every_request) serve no dimension, so they would serve any: not chosen here
+    available = sorted((r for r in available or [] if not r.get("every_request")), key=lambda r: r["name"])
     listing = "; ".join(describe_set(r) for r in available) or "none"
     if explicit is not None:
         errors = []
@@ -169,6 +175,22 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
         "errors": _refusal(algorithm, sglang_version, for_version, request, None, listing=listing),
         "request": request,
     }
+
+
+def every_request_sets(algorithm: str, sglang_version: str, available, chosen) -> list:
+    """The sets declaring ``serves: every_request`` for this sglang version, by name, not already chosen.
+
+    Every request takes them (DFLASH too); no request (``algorithm`` empty: a role run alone without the
+    service) takes none.
+    """
+    if not algorithm:
+        return []
+    names = {r["name"] for r in chosen}
+    return [
+        r
+        for r in sorted(available or [], key=lambda r: r["name"])
+        if r.get("every_request") and r["sglang_version"] == sglang_version and r["name"] not in names
+    ]
 
 
 def _refusal(algorithm, sglang_version, records, request, variable, *, listing=None) -> list[str]:
@@ -457,6 +479,9 @@ def build_plan(
         str(inputs.get("attention_backend") or ""),
         available_sets,
         explicit,
+    )
+    chosen["chosen"] += every_request_sets(
+        str(inputs.get("algorithm") or ""), version, available_sets, chosen["chosen"]
     )
     controller = (check_inputs or check_controller_inputs)(
         manifest,

@@ -28,7 +28,8 @@ description:
     and those packages' own C(Requires-Dist) - with the same coherence code, before anything is built.
   - Chooses the patch sets by capability; each C(patchset.yml) declares C(sglang_version) and C(serves)
     (dimension to allowed values; a missing dimension serves any value, an empty list none). A request no set serves
-    fails, naming every set and what it serves.
+    fails, naming every set and what it serves. A set whose C(serves) is C(every_request) (the server-args redaction
+    sets) is taken for every request of its sglang version, besides the set the algorithm needs.
   - With O(target_config), checks a target's parsed C(config.json) against the plan's O(plan) (the architecture the
     chosen patch sets serve), for preflight.
   - The logic lives in C(plugins/module_utils/deploy_plan.py).
