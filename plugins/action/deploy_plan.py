@@ -92,6 +92,8 @@ class ActionModule(ActionBase):
             "target_config",
             "target_config_path",
             "release_python",
+            "core_sources",
+            "reference_venv_report",
         )
     )
 
@@ -100,6 +102,8 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         if "target_config" in args:
             return self._check_target(result, args)
+        if "reference_venv_report" in args:
+            return self._check_reference_venv(result, args)
         if "release_python" in args:
             release = deploy_plan.release_of(args.get("plan") or {}, dict(args["release_python"] or {}))
             result.update(changed=False, msg=f"release {release['release_id']} at {release['release_dir']}", **release)
@@ -150,6 +154,22 @@ class ActionModule(ActionBase):
             f"{plan['sglang']['requires_source']}), {plan['coherence']['checked']} requirement(s) of the manifest hold,"
             f" patch sets: {sets}, runtime proven: {plan['runtime'].get('proven')}"
         )
+        return result
+
+    def _check_reference_venv(self, result, args):
+        checked = deploy_plan.check_reference_venv(args.get("plan") or {}, args.get("reference_venv_report") or {})
+        result.update(changed=False, **checked)
+        venv = (args.get("reference_venv_report") or {}).get("venv") or "(unset)"
+        if checked["errors"]:
+            result["failed"] = True
+            result["msg"] = (
+                f"The reference venv {venv} contradicts the plan ({len(checked['errors'])} problem(s);"
+                " nothing was built): " + " | ".join(checked["errors"])
+            )
+        else:
+            result["msg"] = f"reference venv {venv}: {checked['checked']} version(s) and requirement(s) hold" + (
+                "; " + "; ".join(checked["notes"]) if checked["notes"] else ""
+            )
         return result
 
     def _check_target(self, result, args):

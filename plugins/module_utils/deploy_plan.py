@@ -12,9 +12,14 @@ What it decides:
 - the runtime: the sglang version and where its requirements were read (its wheel, the index,
   the recorded metadata of a known runtime), the manifest checked against them and against each
   compiled package's own pins (``runtime_coherence``);
+- the manifest itself: the known runtime of the chosen sglang version decides the compiled core
+  (``derive_manifest``: torch, triton, sglang-kernel, flashinfer at the versions
+  ``known_runtimes.yml`` records, from the sources ``sglang_runtime_core_sources`` names); entries
+  of ``sglang_runtime_manifest`` win by name and are checked the same way;
 - the patch sets, by capability: each ``patchset.yml`` declares ``sglang_version`` and
   ``serves`` (dimension -> allowed values; a missing dimension serves any value, an empty list
-  serves none); a request no set serves is refused naming every set and what it serves. What only
+  serves none; ``serves: every_request`` is a set every request of its sglang version takes, besides the
+  set its algorithm needs); a request no set serves is refused naming every set and what it serves. What only
   the host knows (the target's architecture, ``model_config.architecture_of``) is left in
   ``plan['target_checks']`` for preflight (``check_target``);
 - the paths (``paths``), with the release directory derived in one function (``release.release_dir``).
@@ -29,10 +34,13 @@ import posixpath
 
 from ansible_collections.specdec.sglang.plugins.module_utils import runtime_coherence
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
+from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
 from ansible_collections.specdec.sglang.plugins.module_utils.release import release_dir, releases_dir
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+    SOURCES,
     check_controller_inputs,
+    normalize_name,
     validate_manifest,
 )
 
@@ -45,6 +53,8 @@ DIMENSION_VARIABLES = {
     "attention_backends": "sglang_service_attention_backend",
 }
 KNOWN_RUNTIMES_FILE = "roles/sglang_runtime/files/known_runtimes.yml"
+# Where a core package derived from a known runtime may come from (a wheelhouse needs a wheel and its sha256).
+CORE_SOURCES = tuple(s for s in SOURCES if s != "wheelhouse")
 
 
 def deferred_inputs(args: dict) -> str:
@@ -55,6 +65,8 @@ def deferred_inputs(args: dict) -> str:
     manifest = args.get("manifest")
     if not isinstance(manifest, list) or not all(isinstance(e, dict) for e in manifest):
         return "sglang_runtime_manifest"
+    if not isinstance(args.get("core_sources") or {}, dict):
+        return "sglang_runtime_core_sources"
     return ""
 
 
@@ -94,6 +106,7 @@ def patch_set_record(directory: str, manifest: dict) -> dict:
         "serves": {str(k): [str(v) for v in (values or [])] for k, values in serves.items()}
         if isinstance(serves, dict)
         else {},
+        "every_request": serves == EVERY_REQUEST,
     }
 
 
@@ -114,6 +127,8 @@ def unserved(serves: dict, request: dict) -> list[str]:
 
 def describe_set(record: dict) -> str:
     serves = record["serves"]
+    if record.get("every_request"):
+        return f"{record['name']} (sglang {record['sglang_version'] or 'any'}; serves every request)"
     what = "; ".join(f"{k}: {', '.join(v) if v else 'none'}" for k, v in sorted(serves.items())) or "anything"
     return f"{record['name']} (sglang {record['sglang_version'] or 'any'}; serves {what})"
 
@@ -126,7 +141,8 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
     takes the first set (by name) for this sglang version that serves it.
     """
     request = {"algorithms": algorithm, "attention_backends": attention_backend}
-    available = sorted(available or [], key=lambda r: r["name"])
+    # sets for every request (serves: every_request) serve no dimension, so they would serve any: not chosen here
+    available = sorted((r for r in available or [] if not r.get("every_request")), key=lambda r: r["name"])
     listing = "; ".join(describe_set(r) for r in available) or "none"
     if explicit is not None:
         errors = []
@@ -159,6 +175,22 @@ def choose_patch_sets(algorithm: str, sglang_version: str, attention_backend: st
         "errors": _refusal(algorithm, sglang_version, for_version, request, None, listing=listing),
         "request": request,
     }
+
+
+def every_request_sets(algorithm: str, sglang_version: str, available, chosen) -> list:
+    """The sets declaring ``serves: every_request`` for this sglang version, by name, not already chosen.
+
+    Every request takes them (DFLASH too); no request (``algorithm`` empty: a role run alone without the
+    service) takes none.
+    """
+    if not algorithm:
+        return []
+    names = {r["name"] for r in chosen}
+    return [
+        r
+        for r in sorted(available or [], key=lambda r: r["name"])
+        if r.get("every_request") and r["sglang_version"] == sglang_version and r["name"] not in names
+    ]
 
 
 def _refusal(algorithm, sglang_version, records, request, variable, *, listing=None) -> list[str]:
@@ -335,6 +367,73 @@ def check_runtime(
     }
 
 
+def derive_manifest(version: str, explicit, known: dict, sources=None, default_source: str = "index") -> dict:
+    """``{manifest, derived, errors}``: the manifest for sglang ``version``.
+
+    The known runtime of ``version`` (``known_runtimes.yml``, ``runtimes.<version>.core``) gives the
+    compiled core; each core package comes from ``sources[name]`` (``sglang_runtime_core_sources``),
+    else ``default_source``. ``explicit`` entries (``sglang_runtime_manifest``) win by name and keep
+    their order; the core packages they do not name follow them. A version with no known runtime
+    needs an explicit manifest. Entries derived by an earlier plan (``derived_from``, the manifest the
+    release tasks were handed) are derived again, for this version.
+    """
+    explicit = [e for e in explicit or [] if isinstance(e, dict) and not e.get("derived_from")]
+    sources = dict(sources or {})
+    runtimes = known.get("runtimes") or {}
+    known_versions = ", ".join(sorted(runtimes)) or "none"
+    core_names = sorted({normalize_name(p["name"]) for r in runtimes.values() for p in r.get("core") or []})
+    errors = []
+    for name, source in sorted(sources.items()):
+        if normalize_name(name) not in core_names:
+            errors.append(
+                f"sglang_runtime_core_sources.{name}: not a core package of a known runtime;"
+                f" allowed: {', '.join(core_names)}"
+            )
+        elif source not in CORE_SOURCES:
+            errors.append(
+                f"sglang_runtime_core_sources.{name}={source}: allowed: {', '.join(CORE_SOURCES)}"
+                " (a wheelhouse pin needs its wheel and sha256: an entry of sglang_runtime_manifest)"
+            )
+    runtime = runtimes.get(str(version))
+    if runtime is None:
+        if not explicit:
+            errors.append(
+                f"sglang_runtime_sglang.version={version}: no known runtime to derive the manifest from"
+                f" ({KNOWN_RUNTIMES_FILE} knows {known_versions}) and sglang_runtime_manifest is empty;"
+                " choose a known version or pin the runtime in sglang_runtime_manifest"
+            )
+        return {"manifest": list(explicit), "derived": [], "errors": errors}
+    named = {normalize_name(e.get("name")) for e in explicit}
+    by_key = {normalize_name(k): v for k, v in sources.items()}
+    derived = []
+    for package in runtime.get("core") or []:
+        if normalize_name(package["name"]) in named:
+            continue
+        derived.append(
+            {
+                "name": package["name"],
+                "version": str(package["version"]),
+                "local": str(package.get("local") or ""),
+                "import": str(package.get("import") or ""),
+                "source": by_key.get(normalize_name(package["name"]), default_source),
+                "sha256": "",
+                "derived_from": f"the known runtime of sglang {version}",
+            }
+        )
+    return {"manifest": explicit + derived, "derived": [e["name"] for e in derived], "errors": errors}
+
+
+def check_reference_venv(plan: dict, report: dict) -> dict:
+    """``{errors, checked, notes}``: the reference venv read on the host (preflight) against the plan."""
+    found = runtime_coherence.reference_venv_conflicts(
+        plan.get("manifest") or [],
+        report or {},
+        str((plan.get("sglang") or {}).get("version") or ""),
+        str(plan.get("python_version") or ""),
+    )
+    return {"errors": found["refused"], "checked": found["checked"], "notes": found["notes"]}
+
+
 def release_id(inputs_sha256: str, python: dict, cuda_version: str) -> str:
     """The release id: 12 hex of sha256 over the release inputs, the host's Python and the runtime's CUDA."""
     canonical = json.dumps(
@@ -360,10 +459,13 @@ def build_plan(
     """
     sglang = dict(inputs.get("sglang") or {})
     version = str(sglang.get("version") or "")
-    manifest_errors = validate_manifest(inputs.get("manifest"), reference_venv=inputs.get("reference_venv") or None)
+    derived = derive_manifest(version, inputs.get("manifest"), known, inputs.get("core_sources"))
+    manifest = derived["manifest"]
+    reference_venv = inputs.get("reference_venv") or None
+    manifest_errors = derived["errors"] or validate_manifest(manifest, reference_venv=reference_venv)
     runtime = check_runtime(
         sglang,
-        inputs.get("manifest") or [],
+        manifest,
         inputs.get("python_version"),
         known,
         read_wheel_metadata,
@@ -378,8 +480,11 @@ def build_plan(
         available_sets,
         explicit,
     )
+    chosen["chosen"] += every_request_sets(
+        str(inputs.get("algorithm") or ""), version, available_sets, chosen["chosen"]
+    )
     controller = (check_inputs or check_controller_inputs)(
-        inputs.get("manifest") or [],
+        manifest,
         sglang,
         inputs.get("extra_wheels") or [],
         [r["dir"] for r in chosen["chosen"]],
@@ -392,7 +497,10 @@ def build_plan(
             "requires_source": runtime.get("requires_source", ""),
         },
         "runtime": runtime.get("runtime", {}),
-        "manifest": list(inputs.get("manifest") or []),
+        "manifest": manifest,
+        "manifest_derived": derived["derived"],
+        "python_version": str(inputs.get("python_version") or ""),
+        "reference_venv": str(inputs.get("reference_venv") or ""),
         "coherence": {"checked": runtime.get("checked", 0), "accepted_conflicts": runtime.get("overridden", [])},
         "cuda_version": str(inputs.get("cuda_version") or ""),
         "request": chosen["request"],

@@ -60,6 +60,8 @@ MANIFEST_KEYS = {"name", "description", "sglang_version", "serves", "files", "ve
 FILE_KEYS = {"path", "base_sha256", "result_sha256", "overlay", "diff"}
 VERIFY_KEYS = {"imports", "defines", "compile"}
 VERIFY_MODES = ("auto", "import", "compile")
+# `serves: every_request`: the deploy plan takes the set for every request of its sglang version.
+EVERY_REQUEST = "every_request"
 
 
 class PatchsetError(Exception):
@@ -168,10 +170,14 @@ def _top_level_errors(manifest):
 
 
 def _serves_errors(serves):
-    """``serves``: dimension -> list of values (an empty list serves none; a missing dimension any)."""
+    """``serves``: dimension -> list of values (an empty list serves none; a missing dimension any), or
+    ``every_request`` (the deploy plan takes the set for every request of its sglang version)."""
+    if serves == EVERY_REQUEST:
+        return []
     if not isinstance(serves, dict):
         return [
-            "serves must be a mapping of dimension -> list of values (e.g. algorithms: [DDTREE]), found %r" % serves
+            "serves must be every_request or a mapping of dimension -> list of values (e.g. algorithms: [DDTREE]),"
+            " found %r" % (serves,)
         ]
     errors = []
     for dimension, values in serves.items():

@@ -20,6 +20,7 @@ this runs on the target host.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 
@@ -76,6 +77,8 @@ RECORD_DEFAULTS = {
     "served_model_name": "",
     "recorded_at": None,
     "settle": {},
+    # The verified process as observed at the record (observe_process): what the next deploy compares.
+    "observed": {},
 }
 
 OUTCOMES = ("ready", "next_envelope", "failed")
@@ -117,7 +120,7 @@ def migrate(data, path=RECORD_NAME):
     record.update(data)
     if not isinstance(record["release_id"], str) or not record["release_id"]:
         raise RecordError("%s: expected a non-empty release_id, found %r" % (path, record["release_id"]))
-    for key in ("ladder", "envelopes", "settle"):
+    for key in ("ladder", "envelopes", "settle", "observed"):
         expected = list if key == "ladder" else dict
         if not isinstance(record[key], expected):
             raise RecordError("%s: expected %s to be a %s" % (path, key, expected.__name__))
@@ -148,7 +151,7 @@ def ladder_envelopes(ladder, envelopes):
     return {name: envelopes[name] for name in ladder}
 
 
-def new_record(previous, *, release_id, envelope, ladder, envelopes, recorded_at, settle=None, **fields):
+def new_record(previous, *, release_id, envelope, ladder, envelopes, recorded_at, settle=None, observed=None, **fields):
     """The record of a release that just proved good, following ``previous`` (a record or None).
 
     ``previous_release_id`` is the good release before this one: the rollback target. A redeploy
@@ -167,6 +170,7 @@ def new_record(previous, *, release_id, envelope, ladder, envelopes, recorded_at
         envelopes=ladder_envelopes(ladder, envelopes),
         recorded_at=recorded_at,
         settle=settle or {},
+        observed=observed or {},
     )
     return record
 
@@ -185,13 +189,14 @@ def first_envelope_index(record, *, release_id, ladder, envelopes):
     return list(ladder).index(record["envelope"])
 
 
-def restart_decision(record, *, release_id, requested, active_state, current_release, sha256):
+def restart_decision(record, *, release_id, requested, active_state, current_release, sha256, drift=()):
     """(restart?, reasons). ``sha256``: unit, env, config, good_unit, good_env, good_config ('' = absent).
 
     The service is left running only when it is active and runs exactly the recorded good deploy:
-    same release, and unit, environment and config files equal to the good copies.
+    same release, and unit, environment and config files equal to the good copies, and the running
+    process is the one recorded (``drift``: what ``drift_reasons`` found, each a reason to restart).
     """
-    reasons = []
+    reasons = ["drift: %s" % item for item in drift]
     if requested:
         reasons.append("configuration changed")
     if active_state != "active":
@@ -205,6 +210,125 @@ def restart_decision(record, *, release_id, requested, active_state, current_rel
         if live != good or (name == "unit" and not good):
             reasons.append("%s file differs from the last good copy" % name)
     return bool(reasons), reasons
+
+
+# -- the running process against the record (drift) -------------------------------------------
+# Variables systemd sets for each start of a unit: they differ between two starts of one deploy.
+PER_START_ENVIRONMENT = frozenset(
+    (
+        "INVOCATION_ID",
+        "JOURNAL_STREAM",
+        "SYSTEMD_EXEC_PID",
+        "MAINPID",
+        "MANAGERPID",
+        "NOTIFY_SOCKET",
+        "LISTEN_PID",
+        "LISTEN_FDS",
+        "LISTEN_FDNAMES",
+        "WATCHDOG_PID",
+        "WATCHDOG_USEC",
+        "MONITOR_SERVICE_RESULT",
+        "MONITOR_EXIT_CODE",
+        "MONITOR_EXIT_STATUS",
+        "MONITOR_INVOCATION_ID",
+        "MONITOR_UNIT",
+    )
+)
+
+
+def process_release(root, paths):
+    """The release a process runs from: the first of ``paths`` (its resolved executable, command line,
+    working directory, mapped files) under ``<root>/releases/<id>/``; "" when none is."""
+    prefix = releases_dir(root).rstrip("/") + "/"
+    for found in paths:
+        text = str(found or "")
+        if text.startswith(prefix):
+            name = text[len(prefix) :].split("/", 1)[0]
+            if name:
+                return name
+    return ""
+
+
+def _digest(items):
+    return hashlib.sha256("\0".join(items).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def observe_process(root, *, invocation_id, main_pid, argv, paths, environ):
+    """What the running main process is: invocation, release, and digests of its environment and command line.
+
+    ``argv``: its command line; ``paths``: resolved paths it runs from (executable, cwd, mapped files);
+    ``environ``: its environment (a dict; systemd's per-start variables are left out)."""
+    if not main_pid:
+        return {}
+    env = sorted("%s=%s" % item for item in environ.items() if item[0] not in PER_START_ENVIRONMENT)
+    return {
+        "invocation_id": invocation_id or "",
+        "main_pid": int(main_pid),
+        "release": process_release(root, list(argv[:1]) + list(paths) + list(argv[1:])),
+        "environ_sha256": _digest(env),
+        "cmdline_sha256": _digest(list(argv)),
+    }
+
+
+def drift_reasons(record, observed, *, release_id):
+    """How the running process differs from the recorded, verified one (empty: it is that one, or the same
+    deploy restarted by systemd). Only a record with an observation (``observed``) is compared."""
+    seen = (record or {}).get("observed") or {}
+    if not observed or not seen or (record or {}).get("release_id") != release_id:
+        return []
+    reasons = []
+    if seen.get("release") and observed.get("release") != seen["release"]:
+        reasons.append(
+            "the running process runs release %s, the record %s" % (observed.get("release") or "?", seen["release"])
+        )
+    if observed.get("environ_sha256") != seen.get("environ_sha256"):
+        reasons.append("the running process's environment is not the recorded one")
+    if observed.get("cmdline_sha256") != seen.get("cmdline_sha256"):
+        reasons.append("the running process's command line is not the recorded one")
+    if reasons and observed.get("invocation_id") != seen.get("invocation_id"):
+        reasons.append(
+            "started as invocation %s, not the verified %s" % (observed.get("invocation_id"), seen.get("invocation_id"))
+        )
+    return reasons
+
+
+# -- crashes between deploys ---------------------------------------------------------------------
+def restarts_since_record(record, *, invocation_id, n_restarts, entries, lines=12):
+    """What happened to the recorded start since the record: systemd restarts, the last exit, its log lines.
+
+    ``entries``: the unit's journal since the record (journalctl -o json, parsed), oldest first: the
+    process's lines carry ``_SYSTEMD_INVOCATION_ID``, systemd's own ``INVOCATION_ID`` / ``UNIT``.
+    None when the recorded start still runs and no exit is in the journal."""
+    seen = ((record or {}).get("observed") or {}).get("invocation_id") or ((record or {}).get("settle") or {}).get(
+        "invocation_id"
+    )
+    exited = "Main process exited"
+
+    def message(entry):
+        return str(entry.get("MESSAGE", ""))
+
+    exits = [entry for entry in entries if exited in message(entry) or "Failed with result" in message(entry)]
+    if not exits and (not seen or seen == invocation_id) and not int(n_restarts or 0):
+        return None
+    last = next((entry for entry in reversed(exits) if exited in message(entry)), None)
+    last = last or (exits[-1] if exits else {})
+    died = last.get("INVOCATION_ID") or last.get("_SYSTEMD_INVOCATION_ID") or ""
+    own = [
+        message(entry)
+        for entry in entries
+        if died and entry.get("_SYSTEMD_INVOCATION_ID") == died and exited not in message(entry)
+    ]
+    at = last.get("__REALTIME_TIMESTAMP")
+    return {
+        "n_restarts": int(n_restarts or 0),
+        "exits": len([entry for entry in exits if exited in message(entry)]),
+        "recorded_invocation_id": seen or "",
+        "invocation_id": invocation_id or "",
+        "last_exit": str(last.get("MESSAGE", "")),
+        "last_exit_at": round(int(at) / 1e6, 3) if at else None,
+        "last_exit_invocation_id": died,
+        "last_exit_lines": own[-lines:],
+    }
 
 
 # -- one attempt of the ladder ---------------------------------------------------------------
@@ -296,6 +420,37 @@ def choose_release(record, *, requested, available, complete):
     return target, ""
 
 
+# -- a failed record -------------------------------------------------------------------------
+def record_failure(error, *, state_dir, free_bytes=None):
+    """(failure_class, reason, hint) of a record step that failed (``error``: errno name and text, path)."""
+    name, text, path = error.get("errno") or "", error.get("strerror") or "", error.get("path") or state_dir
+    if name in ("ENOSPC", "EDQUOT"):
+        reason = "no space left to record the release in %s (%s: %s%s)" % (
+            state_dir,
+            path,
+            text or name,
+            ", %d bytes free" % free_bytes if free_bytes is not None else "",
+        )
+        hint = "free space on the file system of %s, then deploy again; the last good record is unchanged" % state_dir
+        return "record_failed", reason, hint
+    reason = "the release could not be recorded in %s (%s: %s)" % (state_dir, path, text or name or "unknown error")
+    return "record_failed", reason, "fix %s, then deploy again; the last good record is unchanged" % state_dir
+
+
+def record_failure_attempt(attempt, error, *, state_dir, free_bytes=None):
+    """The ready attempt, now failed at the record step: the deploy rolls back like any other failure."""
+    failure_class, reason, hint = record_failure(error, state_dir=state_dir, free_bytes=free_bytes)
+    return dict(
+        attempt,
+        ready=False,
+        phase="record",
+        failure_class=failure_class,
+        cause_class=failure_class,
+        reason=reason,
+        hint=hint,
+    )
+
+
 # -- pruning ----------------------------------------------------------------------------------
 def prune(releases, *, keep, protected):
     """Release ids to remove: all but the newest ``keep`` (``releases``: (id, mtime)), never ``protected``."""
@@ -321,8 +476,13 @@ def success_report(
     envelope,
     envelope_settings,
     context,
+    drift=(),
+    restarts=None,
 ):
-    """The report of a deploy that serves. ``context``: gpus, tp_size, speculative_algorithm, base_url."""
+    """The report of a deploy that serves. ``context``: gpus, tp_size, speculative_algorithm, base_url.
+
+    ``drift``: how the running process differed from the record (it was restarted and verified);
+    ``restarts``: what ``restarts_since_record`` found. ``time_to_ready_s`` only for a start this run made."""
     readiness = readiness or {}
     server = readiness.get("server") or {}
     probe = _probe(readiness)
@@ -341,7 +501,10 @@ def success_report(
         "envelope_settings": envelope_settings or {},
         "attempts": list(attempts),
         "base_url": context.get("base_url"),
-        "time_to_ready_s": readiness.get("time_to_ready_s"),
+        "time_to_ready_s": readiness.get("time_to_ready_s") if restarted else None,
+        "up_s": None if restarted else readiness.get("time_to_ready_s"),
+        "drift": list(drift),
+        "restarts_since_record": restarts,
         "probe_latency_s": probe.get("latency_s"),
         "probe_tokens_per_s": probe.get("tokens_per_s"),
         "probe_completion_tokens": probe.get("completion_tokens"),
@@ -372,15 +535,18 @@ def success_summary(report):
             json.dumps(report["envelope_settings"], sort_keys=True),
             " after %d memory failure(s)" % failures if failures else "",
         ),
-        "time to ready: %s s; probe: %s tokens in %s s (%s tokens/s); accept length %s"
+        "%s; probe: %s tokens in %s s (%s tokens/s); accept length %s"
         % (
-            report["time_to_ready_s"],
+            "time to ready: %s s" % report["time_to_ready_s"]
+            if report["changed"] or report["time_to_ready_s"] is not None
+            else "not started by this run (no time to ready)",
             report["probe_completion_tokens"],
             report["probe_latency_s"],
             report["probe_tokens_per_s"],
             report["spec_accept_length"],
         ),
     ]
+    lines += drift_and_restart_lines(report)
     if settle:
         lines.append(
             "stable: up %s s after ready, invocation %s, %s restart(s), second probe %s"
@@ -391,6 +557,24 @@ def success_summary(report):
                 "ok" if (settle.get("second_probe") or {}).get("ok") else "not sent",
             ),
         )
+    return lines
+
+
+def drift_and_restart_lines(report):
+    """The report's lines on drift (restarted and verified) and on crashes since the last record."""
+    lines = ["drift: %s (restarted and verified)" % reason for reason in report.get("drift") or []]
+    restarts = report.get("restarts_since_record")
+    if restarts:
+        lines.append(
+            "since the last record: %s restart(s) by systemd, %s exit(s); last exit: %s%s"
+            % (
+                restarts.get("n_restarts"),
+                restarts.get("exits"),
+                restarts.get("last_exit") or "none in the journal",
+                " at %s" % restarts["last_exit_at"] if restarts.get("last_exit_at") else "",
+            )
+        )
+        lines += ["  | %s" % line for line in restarts.get("last_exit_lines") or []]
     return lines
 
 
@@ -414,14 +598,19 @@ def rollback_state(rollback, *, target, unit):
     )
 
 
-def failure_report(readiness, *, host, unit, release_id, previous_release_id, attempts, target, rollback):
+def failure_report(
+    readiness, *, host, unit, release_id, previous_release_id, attempts, target, rollback, drift=(), restarts=None
+):
     """The report of a deploy that did not serve, with where the rollback left the service.
 
     ``rollback``: the readiness result of the rolled-back release, or None when none was started.
+    A release that served but could not be recorded (phase ``record``) names the record's failure.
     """
     readiness = readiness or {}
     last = attempts[-1] if attempts else {}
     rolled = rollback or {}
+    if last.get("phase") == "record":
+        readiness = dict(readiness, reason=last.get("reason"), hint=last.get("hint"), msg="")
     return {
         "host": host,
         "ok": False,
@@ -440,6 +629,8 @@ def failure_report(readiness, *, host, unit, release_id, previous_release_id, at
         "unit_state": readiness.get("unit") or {},
         "settle": readiness.get("settle") or {},
         "attempts": list(attempts),
+        "drift": list(drift),
+        "restarts_since_record": restarts,
         "rollback": {
             "attempted": rollback is not None,
             "release_id": target,
@@ -474,6 +665,7 @@ def failure_message(report):
         "attempts: %s" % ", ".join("%s: %s" % (a["envelope"], a["failure_class"]) for a in report["attempts"]),
         "rollback: %s" % report["rollback"]["state"],
     ]
+    lines += drift_and_restart_lines(report)
     if report["exception_line"]:
         lines.append("exception: %s" % report["exception_line"])
     if report["traceback"]:
@@ -484,3 +676,53 @@ def failure_message(report):
 def without_attempts(report):
     """The report for set_stats' per-host summary (attempts are published on their own)."""
     return {key: value for key, value in report.items() if key != "attempts"}
+
+
+# -- the host-side readiness job (async) and its reaping --------------------------------------
+READINESS_JOB_NAME = "readiness.job"
+
+
+def readiness_job(*, pid, start, pgid, parent_argv, async_dir):
+    """What the readiness module writes about itself on the host while it runs (``readiness.job``).
+
+    Run by Ansible's async_wrapper, its parent's argv is ``<python> AnsiballZ_async_wrapper.py <jid prefix>
+    <time limit> <module script> <args file> ...`` and its process group is the wrapper's job (the wrapper's
+    watcher kills that group at the time limit): the next run ends the job by that group, only while
+    ``pid`` is still the process that wrote it (``start``), and removes the job's results files
+    (``<async dir>/<jid prefix>.*``) and its temporary directory."""
+    argv = list(parent_argv or [])
+    wrapped = len(argv) >= 5 and "async_wrapper" in posixpath.basename(argv[1])
+    return {
+        "pid": int(pid),
+        "start": str(start or ""),
+        "pgid": int(pgid) if wrapped else 0,
+        "jid": argv[2] if wrapped else "",
+        "async_dir": str(async_dir or "") if wrapped else "",
+        "tmpdir": posixpath.dirname(argv[4]) if wrapped else "",
+    }
+
+
+def reap_plan(job, *, start_now):
+    """(signal the group?, pgid, leftovers to remove, reason) for a readiness job found by the next run.
+
+    ``job``: the parsed ``readiness.job`` (None: none); ``start_now``: the start token of its pid now
+    ("" when no such process). The job is ended only while its pid is the process that wrote the file;
+    its async results and temporary directory go in any case (a run holding the host lock has no job)."""
+    if not job:
+        return False, 0, [], ""
+    alive = bool(job.get("pid")) and bool(start_now) and start_now == job.get("start")
+    leftovers = []
+    if job.get("async_dir") and job.get("jid"):
+        leftovers.append(posixpath.join(job["async_dir"], job["jid"] + ".*"))
+    if job.get("tmpdir") and "-tmp-" in posixpath.basename(job["tmpdir"]):
+        leftovers.append(job["tmpdir"])
+    if alive:
+        target = job.get("pgid") or job["pid"]
+        reason = "a readiness job left by an interrupted run (pid %s, group %s) still ran: ended" % (job["pid"], target)
+        return True, target, leftovers, reason
+    return (
+        False,
+        0,
+        leftovers,
+        "the readiness job of an earlier run (pid %s) has ended; its leftovers removed" % (job.get("pid"),),
+    )

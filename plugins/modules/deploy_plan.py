@@ -19,9 +19,17 @@ description:
     compiled package's own pins (a wheelhouse wheel's METADATA, or the pin its build states). A contradiction fails,
     naming the package, the package that requires it, the required version and the manifest's version. A manifest
     entry with C(override_reason) turns its conflicts into accepted ones, reported in the plan.
+  - Derives the manifest from the chosen sglang version (O(sglang)) - the compiled core its known runtime records
+    (torch, triton, sglang-kernel, flashinfer, at the versions of C(known_runtimes.yml)), each from the source
+    O(core_sources) names (V(index) when it names none); the entries of O(manifest) win by name and are checked the
+    same way. A version with no known runtime and an empty O(manifest) fails, naming the known versions.
+  - With O(reference_venv_report) (what C(specdec.sglang.sglang_reference_venv) read on the host in preflight),
+    checks the reference venv against O(plan) - the versions it holds for the C(reference_venv) entries, its sglang's
+    and those packages' own C(Requires-Dist) - with the same coherence code, before anything is built.
   - Chooses the patch sets by capability; each C(patchset.yml) declares C(sglang_version) and C(serves)
     (dimension to allowed values; a missing dimension serves any value, an empty list none). A request no set serves
-    fails, naming every set and what it serves.
+    fails, naming every set and what it serves. A set whose C(serves) is C(every_request) (the server-args redaction
+    sets) is taken for every request of its sglang version, besides the set the algorithm needs.
   - With O(target_config), checks a target's parsed C(config.json) against the plan's O(plan) (the architecture the
     chosen patch sets serve), for preflight.
   - The logic lives in C(plugins/module_utils/deploy_plan.py).
@@ -30,9 +38,14 @@ options:
     description: The sglang source spec (C(sglang_runtime_sglang)).
     type: dict
   manifest:
-    description: The runtime manifest (C(sglang_runtime_manifest)).
+    description: The runtime manifest's explicit entries (C(sglang_runtime_manifest)); they win over the derived core.
     type: list
     elements: dict
+  core_sources:
+    description:
+      - Source (V(index), V(wheelhouse) needs a pin in O(manifest), V(reference_venv)) of each core package derived
+        from the known runtime (C(sglang_runtime_core_sources)); a package it does not name comes from V(index).
+    type: dict
   python_version:
     description: The venv's Python version (markers are evaluated for it).
     type: str
@@ -88,6 +101,11 @@ options:
       - The host's Python (C(version), C(interpreter)); returns the release id and directories of O(plan) for it
         (the one derivation of C(<root>/releases/<id>)).
     type: dict
+  reference_venv_report:
+    description:
+      - What C(specdec.sglang.sglang_reference_venv) read in the reference venv on the host; checks it against O(plan)
+        instead of building a plan.
+    type: dict
   target_config:
     description: The target's parsed C(config.json); checks it against O(plan) instead of building a plan.
     type: dict
@@ -134,6 +152,10 @@ release_dir:
   description: The release directory C(<root>/releases/<id>), with O(release_python).
   returned: with O(release_python)
   type: str
+checked:
+  description: With O(reference_venv_report), how many versions and requirements were checked.
+  returned: with O(reference_venv_report)
+  type: int
 architecture:
   description: The target's architecture (V(dense) or V(hybrid_gdn)), with O(target_config).
   returned: with O(target_config)

@@ -149,6 +149,13 @@ options:
       - Add it to the task's C(async) budget.
     type: float
     default: 0
+  job_file:
+    description:
+      - While it runs, the module writes its pid, that process's start, its async job (the async_wrapper's job id,
+        process group and temporary directory) into this file (0600), and removes it when it ends. A play
+        interrupted while it waits (Ctrl-C, an AWX cancel) leaves the file; the next run's C(reap) step of
+        M(specdec.sglang.sglang_release) ends that job and removes its leftovers.
+    type: path
   journal_max_bytes:
     description:
       - Bound, in bytes from the end, of the returned log. The last traceback is never cut, so the
@@ -462,11 +469,14 @@ time_to_ready_from:
 """
 
 import copy  # noqa: E402  (Ansible modules keep their docs first)
+import json  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
 from urllib.parse import urlparse  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, release  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.port_owner import port_check  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
@@ -505,6 +515,7 @@ ARGUMENT_SPEC = dict(
     validate_certs=dict(type="bool", default=True),
     use_proxy=dict(type="bool", default=False),
     check_port_owner=dict(type="bool", default=True),
+    job_file=dict(type="path"),
 )
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
@@ -614,8 +625,61 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
     module.fail_json(msg=msg, changed=False, **result)
 
 
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _async_dir(environ):
+    """The async_wrapper's results directory (``ANSIBLE_ASYNC_DIR``, ``~`` being this user's home)."""
+    directory = environ.get("ANSIBLE_ASYNC_DIR") or "~/.ansible_async"
+    if directory.startswith("~/"):
+        directory = os.path.join(environ.get("HOME") or "/root", directory[2:])
+    return directory
+
+
+def write_job(path, proc_root="/proc"):
+    """Record this process (and its async job) in ``path`` (0600, atomic); the record written."""
+    pid = os.getpid()
+    job = release.readiness_job(
+        pid=pid,
+        start=host_lock.process_start_token(
+            _read(proc_root + "/sys/kernel/random/boot_id").strip(), _read("%s/%d/stat" % (proc_root, pid))
+        ),
+        pgid=os.getpgrp(),
+        parent_argv=[arg for arg in _read("%s/%d/cmdline" % (proc_root, os.getppid())).split("\0") if arg],
+        async_dir=_async_dir(os.environ),
+    )
+    tmp = "%s.tmp.%d" % (path, pid)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(job, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        return None
+    return job
+
+
 def main():
-    run_module(build_module())
+    module = build_module()
+    job_file = module.params["job_file"]
+    if not job_file or module.check_mode or not os.path.isdir(os.path.dirname(job_file) or "/"):
+        run_module(module)
+        return
+    write_job(job_file)
+    try:
+        run_module(module)
+    finally:
+        try:
+            os.unlink(job_file)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

@@ -15,13 +15,26 @@ description:
   - C(plan) reads the record (migrating older formats) and chooses the first envelope of the ladder.
   - C(restart) reads the unit's state, where C(current) points and the checksums of the live and the last
     good files, and says whether the service must restart. It fails when the release has no launcher.
+    It also compares the running process with the one the record verified - its release (from its resolved
+    command line, executable, working directory and mapped files), environment and command line (RV(observed)).
+    A difference is RV(drift), a reason to restart and verify. And it reads what happened since the record -
+    C(NRestarts), the exits in the unit's journal, the log lines of the last one (RV(restarts_since_record)).
   - C(judge) turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
+    C(judge) and C(report) run on the controller (the action plugin of the same name) - they read no host file.
   - C(rollback) restores the last good unit, environment and config files and points C(current) back at the
     last good release, when it is still on disk.
-  - C(record) keeps copies of the files that proved good, writes the record and prunes old releases.
+  - C(record) keeps copies of the files that proved good, writes the record (with the verified process as
+    observed now) and prunes old releases. Every file is written to a temporary name first and renamed only when
+    all are written, so a failure (a full disk) leaves the last good copies and the record as they were and no
+    temporary file behind; the task fails with RV(record_error), which C(judge) (O(record_error)) turns into a
+    failed attempt that rolls back.
   - C(report) builds the success or failure report, its text, and the per-host statistics.
   - C(target) chooses the release C(playbooks/rollback.yml) returns to; only a complete release (one with
     C(<runtime_root>/releases/<id>/.complete)) is accepted.
+  - C(reap) ends a readiness job left running on the host by an interrupted run (O(job_file), written by
+    M(specdec.sglang.sglang_readiness)) - SIGTERM to its async job's process group, SIGKILL after 5 s, only while
+    its pid is still the process that wrote the file - and removes the job's async results file and temporary
+    directory.
   - C(build) says whether the release O(release_id) must be built - not when it is complete - and fails when it is
     incomplete and C(current) points to it (the release the engine runs from is never rebuilt in place).
   - The decisions are the pure functions of C(plugins/module_utils/release.py).
@@ -30,7 +43,7 @@ options:
     description: The decision to make.
     type: str
     required: true
-    choices: [plan, restart, judge, rollback, record, report, target, build]
+    choices: [plan, restart, judge, rollback, record, report, target, build, reap]
   runtime_root:
     description:
       - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
@@ -96,14 +109,22 @@ options:
     default: false
   started_at:
     description:
-      - Step C(judge). Controller epoch seconds when the service was started; with O(now), the attempt's
-        C(start_to_verdict_s).
+      - Step C(judge). The host's epoch seconds when the service was started (the host's clock, as the readiness
+        result's C(verdict_epoch)); the attempt's C(start_to_verdict_s) is the difference, on that one clock.
     type: float
-  now:
+  record_error:
     description:
-      - Step C(judge). Controller epoch seconds now, the verdict's time when O(readiness) has no C(verdict_epoch)
-        (the host's time of the verdict, which does not count Ansible's own delays).
-    type: float
+      - Step C(judge). The RV(record_error) of a failed C(record) step - the ready attempt fails with
+        C(record_failed) and the deploy rolls back.
+    type: dict
+  drift:
+    description: Step C(report). The RV(drift) of the C(restart) step.
+    type: list
+    elements: str
+    default: []
+  restarts_since_record:
+    description: Step C(report). The RV(restarts_since_record) of the C(restart) step.
+    type: dict
   keep_releases:
     description: Step C(record). Releases to keep; the current, the last good and its previous are never removed.
     type: int
@@ -135,6 +156,9 @@ options:
     description: Step C(report). The release the rollback returned to (RV(target) of the C(rollback) step).
     type: str
     default: ""
+  job_file:
+    description: Step C(reap). The readiness job file (the O(specdec.sglang.sglang_readiness#module:job_file)).
+    type: path
   rollback_release:
     description: Step C(target). A release id to roll back to; empty means the record's previous good release.
     type: str
@@ -222,6 +246,27 @@ reasons:
   returned: when step is restart
   type: list
   elements: str
+drift:
+  description: Step C(restart). How the running process differs from the recorded one (empty when it does not).
+  returned: when step is restart
+  type: list
+  elements: str
+observed:
+  description:
+    - Steps C(restart), C(record). The running main process - C(invocation_id), C(main_pid), C(release), and the
+      sha256 of its environment (systemd's per-start variables left out) and command line.
+  returned: when step is restart or record
+  type: dict
+restarts_since_record:
+  description:
+    - Step C(restart). C(n_restarts), C(exits), C(last_exit) (systemd's line), C(last_exit_at) (epoch s),
+      C(last_exit_lines) (the dead process's last log lines); null when the recorded start still runs.
+  returned: when step is restart
+  type: dict
+record_error:
+  description: Step C(record), on failure. C(errno), C(strerror), C(path) and C(free_bytes) of the state directory.
+  returned: when the record step fails writing
+  type: dict
 attempts:
   description: Step C(judge). The attempts so far, this one last.
   returned: when step is judge
@@ -235,6 +280,15 @@ target:
   description: Steps C(rollback), C(target). The release to return to; empty when none.
   returned: when step is rollback or target
   type: str
+reaped:
+  description: Step C(reap). Whether a readiness job of an interrupted run was still running and was ended.
+  returned: when step is reap
+  type: bool
+removed:
+  description: Step C(reap). The async results files and temporary directories of that job that were removed.
+  returned: when step is reap
+  type: list
+  elements: str
 build:
   description: Step C(build). Whether the release must be built (it has no C(.complete) and C(current) is elsewhere).
   returned: when step is build
@@ -267,18 +321,23 @@ stats:
   type: dict
 """
 
+import calendar  # noqa: E402
+import errno  # noqa: E402
+import glob  # noqa: E402
 import hashlib  # noqa: E402  (Ansible modules keep their docs first)
+import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, release  # noqa: E402
 
 RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 FILE_ROLES = ("unit", "env", "config")
-STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build")
+STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build", "reap")
 
 ARGUMENT_SPEC = dict(
     step=dict(type="str", required=True, choices=list(STEPS)),
@@ -300,7 +359,9 @@ ARGUMENT_SPEC = dict(
     envelope=dict(type="str", default=""),
     restarted=dict(type="bool", default=False),
     started_at=dict(type="float"),
-    now=dict(type="float"),
+    record_error=dict(type="dict"),
+    drift=dict(type="list", elements="str", default=[]),
+    restarts_since_record=dict(type="dict"),
     keep_releases=dict(type="int", default=3),
     fields=dict(type="dict", default={}),
     outcome=dict(type="str", default="ready"),
@@ -309,6 +370,7 @@ ARGUMENT_SPEC = dict(
     context=dict(type="dict", default={}),
     rollback_target=dict(type="str", default=""),
     rollback_release=dict(type="str", default=""),
+    job_file=dict(type="path"),
 )
 
 
@@ -360,23 +422,46 @@ class Host:
 
     def copy(self, src, dest, mode):
         """Replace ``dest`` with a copy of ``src``, keeping the owner of an existing ``dest``."""
+        tmp, dest = self.stage_copy(src, dest, mode)
+        os.replace(tmp, dest)
+
+    def write(self, dest, text, mode):
+        tmp, dest = self.stage_text(dest, text, mode)
+        os.replace(tmp, dest)
+
+    def stage_text(self, dest, text, mode):
+        """Write ``text`` to a temporary name next to ``dest``: (tmp, dest). No temporary file is left on error."""
+        tmp = dest + TMP_SUFFIX
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+        except BaseException:
+            self.unlink(tmp)
+            raise
+        return tmp, dest
+
+    def stage_copy(self, src, dest, mode):
+        """Copy ``src`` to a temporary name next to ``dest`` (owner of an existing ``dest`` kept): (tmp, dest)."""
         try:
             owner = os.stat(dest)
             uid, gid = owner.st_uid, owner.st_gid
         except FileNotFoundError:
             uid, gid = os.geteuid(), os.getegid()
-        tmp = dest + ".tmp-sglang-release"
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, mode)
-        os.chown(tmp, uid, gid)
-        os.replace(tmp, dest)
-
-    def write(self, dest, text, mode):
-        tmp = dest + ".tmp-sglang-release"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
+        tmp = dest + TMP_SUFFIX
+        try:
+            shutil.copyfile(src, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.chown(tmp, uid, gid)
+        except BaseException:
+            self.unlink(tmp)
+            raise
+        return tmp, dest
 
     def link(self, target, path):
         tmp = path + ".tmp-sglang-release"
@@ -388,8 +473,138 @@ class Host:
     def remove_tree(self, path):
         shutil.rmtree(path)
 
+    def show(self, unit, properties):
+        rc, out, _err = self.module.run_command(
+            ["systemctl", "show", unit, "--property=" + ",".join(properties)], environ_update={"LC_ALL": "C"}
+        )
+        props = {}
+        for line in out.splitlines() if rc == 0 else []:
+            key, _sep, value = line.partition("=")
+            props[key] = value
+        return props
+
+    def process(self, pid):
+        """(argv, resolved paths, environ) of a process: its command line, executable, cwd and mapped files."""
+        base = "/proc/%d" % int(pid)
+        try:
+            with open(base + "/cmdline", "rb") as handle:
+                argv = [arg.decode("utf-8", "surrogateescape") for arg in handle.read().split(b"\0") if arg]
+            with open(base + "/environ", "rb") as handle:
+                pairs = [item.decode("utf-8", "surrogateescape") for item in handle.read().split(b"\0") if item]
+        except OSError:
+            return [], [], {}
+        paths = [os.path.realpath(arg) for arg in argv if arg.startswith("/")]
+        for link in ("exe", "cwd"):
+            try:
+                paths.append(os.readlink(base + "/" + link))
+            except OSError:
+                pass
+        try:
+            with open(base + "/maps", encoding="utf-8", errors="replace") as handle:
+                paths += [line.split(None, 5)[5].strip() for line in handle if len(line.split(None, 5)) == 6]
+        except OSError:
+            pass
+        return argv, paths, dict(item.partition("=")[::2] for item in pairs)
+
+    def journal_since(self, unit, epoch, max_entries=2000):
+        """The unit's journal entries since ``epoch`` (parsed JSON, oldest first)."""
+        rc, out, _err = self.module.run_command(
+            [
+                "journalctl",
+                "--no-pager",
+                "-o",
+                "json",
+                "-u",
+                unit,
+                "--since",
+                "@%d" % int(epoch),
+                "-n",
+                str(max_entries),
+            ],
+            environ_update={"LC_ALL": "C"},
+        )
+        entries = []
+        for line in out.splitlines() if rc == 0 else []:
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                continue
+        return entries
+
+    def free_bytes(self, path):
+        try:
+            stat = os.statvfs(path)
+        except OSError:
+            return None
+        return stat.f_bavail * stat.f_frsize
+
+    def unlink(self, path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def proc_start(self, pid):
+        """The start token of ``pid`` here ("" when no such process)."""
+        stat = self.read("/proc/%d/stat" % int(pid)) or ""
+        return host_lock.process_start_token((self.read("/proc/sys/kernel/random/boot_id") or "").strip(), stat)
+
+    def end_group(self, pgid, grace_s=5.0):
+        """SIGTERM to a process group, SIGKILL when it is still there after ``grace_s``."""
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def remove_matching(self, pattern):
+        """Remove the files and directories matching ``pattern``; the paths removed."""
+        removed = []
+        for path in glob.glob(pattern):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                self.unlink(path)
+            removed.append(path)
+        return removed
+
 
 FILE_MODES = {"unit": 0o644, "env": 0o600, "config": 0o600}
+TMP_SUFFIX = ".tmp-sglang-release"
+
+
+class RecordWriteError(OSError):
+    """The record step could not write (a full disk): the error, and the free space of the state directory."""
+
+    def __init__(self, exc, free_bytes):
+        super().__init__(exc.errno, exc.strerror, exc.filename)
+        self.free_bytes = free_bytes
+
+    def as_dict(self):
+        return {
+            "errno": errno.errorcode.get(self.errno, str(self.errno)),
+            "strerror": self.strerror or "",
+            "path": self.filename or "",
+            "free_bytes": self.free_bytes,
+        }
+
+
+def _epoch(text):
+    """Epoch seconds of a record's ``recorded_at`` (``%Y-%m-%dT%H:%M:%SZ``), None when absent or malformed."""
+    try:
+        return calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return None
 
 
 class Steps:
@@ -453,21 +668,58 @@ class Steps:
                 sha[role] = self.host.sha256(p["files"][role])
                 sha["good_" + role] = self.host.sha256(self._good_copy(role))
         current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
+        record = self.record()
+        unit = self.host.show(p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts"))
+        observed = self.observe(unit)
+        drift = release.drift_reasons(record, observed, release_id=p["release_id"])
         restart, reasons = release.restart_decision(
-            self.record(),
+            record,
             release_id=p["release_id"],
             requested=p["restart_requested"],
-            active_state=self.host.active_state(p["unit"]),
+            active_state=unit.get("ActiveState") or self.host.active_state(p["unit"]),
             current_release=current,
             sha256=sha,
+            drift=drift,
         )
-        return {"restart": restart, "reasons": reasons}
+        restarts = None
+        recorded_at = _epoch((record or {}).get("recorded_at"))
+        if record and recorded_at is not None:
+            restarts = release.restarts_since_record(
+                record,
+                invocation_id=unit.get("InvocationID", ""),
+                n_restarts=unit.get("NRestarts") or 0,
+                entries=self.host.journal_since(p["unit"], recorded_at),
+            )
+        return {
+            "restart": restart,
+            "reasons": reasons,
+            "drift": drift,
+            "observed": observed,
+            "restarts_since_record": restarts,
+        }
+
+    def observe(self, unit):
+        pid = int(unit.get("MainPID") or 0)
+        if not pid:
+            return {}
+        argv, paths, environ = self.host.process(pid)
+        if not argv:
+            return {}
+        return release.observe_process(
+            self.p["runtime_root"],
+            invocation_id=unit.get("InvocationID", ""),
+            main_pid=pid,
+            argv=argv,
+            paths=paths,
+            environ=environ,
+        )
 
     def judge(self):
         p = self.p
         self._check_ladder()
         elapsed = None
-        verdict_at = (p["readiness"] or {}).get("verdict_epoch") or p["now"]
+        # One clock: the host's (the start's time and the readiness verdict's, both taken there).
+        verdict_at = (p["readiness"] or {}).get("verdict_epoch")
         if p["started_at"] is not None and verdict_at is not None:
             elapsed = round(verdict_at - p["started_at"], 1)
         attempt, outcome = release.judge_attempt(
@@ -480,8 +732,19 @@ class Steps:
             check_mode=self.check_mode,
             start_to_verdict_s=elapsed,
         )
+        attempts = [*p["attempts"], attempt]
+        if p["record_error"]:
+            # The attempt was ready, and its record failed: the deploy fails and rolls back like any other.
+            error = p["record_error"]
+            attempt = release.record_failure_attempt(
+                p["attempts"][-1] if p["attempts"] else attempt,
+                error,
+                state_dir=self.state_dir,
+                free_bytes=error.get("free_bytes"),
+            )
+            attempts, outcome = [*p["attempts"][:-1], attempt], "failed"
         return {
-            "attempts": [*p["attempts"], attempt],
+            "attempts": attempts,
             "attempt": attempt,
             "outcome": outcome,
             "next_envelope": release.next_envelope(p["ladder"], p["envelope"]) if outcome == "next_envelope" else "",
@@ -512,19 +775,29 @@ class Steps:
             envelopes=p["envelopes"],
             recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             settle=(p["readiness"] or {}).get("settle") or {},
+            observed=self.observe(self.host.show(p["unit"], ("MainPID", "InvocationID"))),
             unit=p["unit"],
             **{key: value for key, value in p["fields"].items() if key in release.RECORD_DEFAULTS},
         )
         protected = {p["release_id"], record["previous_release_id"], (previous or {}).get("release_id", "")}
         pruned = release.prune(self.host.releases(p["runtime_root"]), keep=p["keep_releases"], protected=protected)
         if not self.check_mode:
-            for role in FILE_ROLES:
-                if role in p["files"] and self.host.exists(p["files"][role]):
-                    self.host.copy(p["files"][role], self._good_copy(role), 0o600)
-            self.host.write(self.record_path, release.dump_record(record), 0o600)
+            # All or nothing: every good copy and the record to a temporary name, then the renames.
+            staged = []
+            try:
+                for role in FILE_ROLES:
+                    if role in p["files"] and self.host.exists(p["files"][role]):
+                        staged.append(self.host.stage_copy(p["files"][role], self._good_copy(role), 0o600))
+                staged.append(self.host.stage_text(self.record_path, release.dump_record(record), 0o600))
+            except OSError as exc:
+                for tmp, _dest in staged:
+                    self.host.unlink(tmp)
+                raise RecordWriteError(exc, self.host.free_bytes(self.state_dir)) from None
+            for tmp, dest in staged:
+                os.replace(tmp, dest)
             for name in pruned:
                 self.host.remove_tree(release.release_dir(p["runtime_root"], name))
-        return {"changed": True, "record": record, "pruned": pruned}
+        return {"changed": True, "record": record, "pruned": pruned, "observed": record["observed"]}
 
     def report(self):
         p = self.p
@@ -540,6 +813,8 @@ class Steps:
             report = release.success_report(
                 p["readiness"],
                 restarted=p["restarted"],
+                drift=p["drift"],
+                restarts=p["restarts_since_record"],
                 versions=p["versions"],
                 envelope=envelope,
                 envelope_settings=p["envelopes"].get(envelope, {}),
@@ -549,7 +824,12 @@ class Steps:
             text = release.success_summary(report)
         else:
             report = release.failure_report(
-                p["readiness"], target=p["rollback_target"], rollback=p["rollback_readiness"], **common
+                p["readiness"],
+                target=p["rollback_target"],
+                rollback=p["rollback_readiness"],
+                drift=p["drift"],
+                restarts=p["restarts_since_record"],
+                **common,
             )
             text = release.failure_message(report).splitlines()
         # How the stop of the previous server ended ("timeout": its drain was cut by SIGKILL); never hidden.
@@ -573,6 +853,29 @@ class Steps:
             raise release.RecordError(error)
         return {"target": target, "record": record, "serving": (record or {}).get("release_id", "")}
 
+    def reap(self):
+        path = self.p["job_file"]
+        text = self.host.read(path) if path else None
+        if text is None:
+            return {"reaped": False, "removed": [], "reason": ""}
+        try:
+            job = json.loads(text)
+        except ValueError:
+            job = None
+        job = job if isinstance(job, dict) else {}
+        kill, pgid, leftovers, reason = release.reap_plan(job, start_now=self.host.proc_start(job.get("pid") or 0))
+        removed = []
+        if not self.check_mode:
+            if kill:
+                self.host.end_group(pgid)
+            for pattern in leftovers:
+                removed += self.host.remove_matching(pattern)
+            self.host.unlink(path)
+        result = {"changed": kill or bool(removed), "reaped": kill, "removed": removed, "reason": reason, "job": job}
+        if reason:
+            result["warnings"] = ["%s (removed: %s)" % (reason, ", ".join(removed) or "nothing")]
+        return result
+
     def build(self):
         p = self.p
         self._check_release_id()
@@ -590,6 +893,10 @@ def run_module(module, host=None):
     method = {"record": steps.save}.get(step) or getattr(steps, step)
     try:
         result = method()
+    except RecordWriteError as exc:
+        error = exc.as_dict()
+        _cls, reason, hint = release.record_failure(error, state_dir=steps.state_dir, free_bytes=error["free_bytes"])
+        module.fail_json(msg="sglang_release %s: %s; %s" % (step, reason, hint), step=step, record_error=error)
     except (release.RecordError, OSError) as exc:
         module.fail_json(msg="sglang_release %s: %s" % (step, exc), step=step)
     result.setdefault("changed", False)

@@ -207,6 +207,7 @@ def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_ve
     """
     from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
 
+    where = "the default runtime" if sglang_version is None else "a runtime the survey offers"
     if sglang_version is None:
         defaults = yaml.safe_load((repo / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
         sglang_version = defaults["sglang_runtime_sglang_version"]
@@ -228,10 +229,36 @@ def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_ve
         if not serving:
             listing = "; ".join(deploy_plan.describe_set(r) for r in sets)
             errors.append(
-                f"sglang_service_speculative_algorithm={algorithm}: no patch set serves it on the default runtime"
+                f"sglang_service_speculative_algorithm={algorithm}: no patch set serves it on {where}"
                 f" (sglang {sglang_version}); patch sets: {listing}"
             )
     return errors
+
+
+def known_runtime_errors(versions: list, repo: pathlib.Path = REPO) -> list[str]:
+    """Each sglang version a survey offers must be one the deploy plan derives a manifest for.
+
+    The same data and code the plan uses: roles/sglang_runtime/files/known_runtimes.yml and
+    deploy_plan.derive_manifest (a version with no known runtime and no pins is refused there).
+    """
+    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+
+    known = yaml.safe_load((repo / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
+    return [e for v in versions if v for e in deploy_plan.derive_manifest(str(v), [], known)["errors"]]
+
+
+def known_runtime_versions(repo: pathlib.Path = REPO) -> list[str]:
+    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+
+    return sorted((yaml.safe_load((repo / deploy_plan.KNOWN_RUNTIMES_FILE).read_text()) or {}).get("runtimes") or {})
+
+
+def offered_sglang_versions(template: dict) -> list | None:
+    """The sglang versions a template's survey lets the operator choose (None: the role default applies)."""
+    for question in template.get("survey") or []:
+        if question["variable"] == "sglang_runtime_sglang_version":
+            return [str(v) for v in sendable_values(question) if v]
+    return None
 
 
 def question_errors(
@@ -248,7 +275,10 @@ def question_errors(
         errors = errors or [e for v in values for e in _validate(var, spec, v)]
         errors = errors or project_check_errors(var, spec, values, playbook, repo)
         if var == "sglang_service_speculative_algorithm":
-            errors = errors or runtime_serves_errors(values, repo)
+            versions = offered_sglang_versions(template) or [None]  # None: the default runtime
+            errors = errors or [e for v in versions for e in runtime_serves_errors(values, repo, v)]
+        if var == "sglang_runtime_sglang_version":
+            errors = errors or known_runtime_errors(values, repo)
         return errors
     pspec = playbook_spec(playbook, var)
     if pspec is not None:

@@ -19,6 +19,7 @@ import os
 import pathlib
 import subprocess
 import tarfile
+import time
 
 import awx_job
 import pytest
@@ -102,6 +103,7 @@ class Lab:
         self.tmp = tmp
         self.jobs = 0
         self.release = {}
+        self.cancelled_job = None  # the readiness job a cancelled deploy left on the host
         # One checkout for every job (AWX syncs the project per job; a snapshot keeps the cases on
         # the same code while the working tree may change).
         self.project = tmp / "project"
@@ -290,11 +292,44 @@ def test_cancel_while_readiness_waits_leaves_the_host_consistent(lab):
     assert not current.endswith(lab.release["A"])
     lab.release["B"] = pathlib.PurePosixPath(current).name
     assert on_host(f"test -f {ROOT}/releases/{lab.release['B']}/.complete", check=False).returncode == 0
+    # The cancel SIGKILLs ansible-playbook's process group; its worker polling the readiness wait (its own
+    # session) ends with it instead of polling for the whole async budget (it was left for 40+ minutes).
+    assert controller_processes_of(result.private_data_dir, within_s=10) == []
+    # The readiness job still runs on the host, recorded there: the next run reaps it.
+    job = json.loads(on_host(f"cat {ROOT}/state/readiness.job").stdout)
+    lab.cancelled_job = job
+    assert on_host(f"kill -0 {job['pid']}", check=False).returncode == 0
+
+
+def controller_processes_of(private_data_dir, within_s):
+    """Processes on this machine whose command line names the job's private data dir, after up to ``within_s``."""
+    marker = str(private_data_dir).encode()
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for entry in pathlib.Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def test_next_deploy_recovers_after_the_cancel(lab):
+    started = time.monotonic()
     result = lab.job("sglang deploy", host_vars=RELEASE_B_VARS)
     assert (result.status, result.rc) == ("successful", 0), result.stdout[-3000:]
+    # The cancelled run's lock is taken over at once (its ansible-playbook is gone), not after a timeout,
+    # and its readiness job on the host is ended.
+    assert "is gone (the run was interrupted)" in " ".join(result.stdout.split())
+    assert time.monotonic() - started < 120
+    job = lab.cancelled_job  # the cancel test's (these cases run in order on one lab host)
+    assert job is not None, "the cancel test did not run before"
+    assert on_host(f"kill -0 {job['pid']}", check=False).returncode != 0
+    assert on_host(f"test -e {ROOT}/state/readiness.job", check=False).returncode != 0
     deploy = stats(result)
     assert deploy["release_id"] == lab.release["B"]
     assert deploy["previous_release_id"] == lab.release["A"]

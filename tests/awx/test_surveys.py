@@ -9,6 +9,7 @@ import copy
 import awx_job
 import pytest
 import survey_checks
+import yaml
 
 DATA = awx_job.load_templates()
 TEMPLATES = DATA["specdec_awx_job_templates"]
@@ -229,9 +230,58 @@ def test_every_algorithm_the_survey_offers_is_served_by_the_default_runtime():
     assert survey_checks.runtime_serves_errors(q["choices"]) == []
 
 
-def test_mutation_a_runtime_no_set_serves_ddtree_on_is_refused():
-    """With sglang 0.5.23 as the runtime, ddtree-0.5.23 serves no algorithm: the survey may not offer DDTREE."""
-    errors = survey_checks.runtime_serves_errors(["DFLASH", "DDTREE"], sglang_version="0.5.23")
+def test_mutation_a_runtime_no_set_serves_ddtree_on_is_refused(tmp_path):
+    """With a runtime whose only patch set serves no algorithm, the survey may not offer DDTREE."""
+    source = survey_checks.REPO / "patchsets" / "ddtree-0.5.23" / "patchset.yml"
+    manifest = yaml.safe_load(source.read_text())
+    manifest["serves"]["algorithms"] = []
+    (tmp_path / "patchsets" / "ddtree-0.5.23").mkdir(parents=True)
+    (tmp_path / "patchsets" / "ddtree-0.5.23" / "patchset.yml").write_text(yaml.safe_dump(manifest))
+    errors = survey_checks.runtime_serves_errors(["DFLASH", "DDTREE"], tmp_path, sglang_version="0.5.23")
     assert len(errors) == 1
     assert errors[0].startswith("sglang_service_speculative_algorithm=DDTREE: no patch set serves it")
     assert "ddtree-0.5.23 (sglang 0.5.23; serves algorithms: none" in errors[0]
+
+
+# --- the sglang version: the manifest follows it, so a survey may offer only known runtimes --------------
+
+VERSION_QUESTION = {
+    "variable": "sglang_runtime_sglang_version",
+    "question_name": "sglang version",
+    "type": "multiplechoice",
+    "required": False,
+}
+
+
+def with_version_question(choices):
+    template = copy.deepcopy(awx_job.job_template("sglang deploy", DATA))
+    template["survey"].append(dict(VERSION_QUESTION, choices=list(choices)))
+    return template
+
+
+def test_a_version_question_offering_known_runtimes_passes_without_ddtree():
+    template = with_version_question(survey_checks.known_runtime_versions())
+    algorithm = next(q for q in template["survey"] if q["variable"] == "sglang_service_speculative_algorithm")
+    algorithm["choices"] = ["DFLASH"]
+    assert [e for q in template["survey"] for e in survey_checks.question_errors(q, template, SPECS)] == []
+
+
+def test_mutation_a_version_with_no_known_runtime_is_refused_naming_the_known_ones():
+    template = with_version_question(["0.5.99"])
+    errors = survey_checks.question_errors(template["survey"][-1], template, SPECS)
+    assert len(errors) == 1
+    assert errors[0].startswith("sglang_runtime_sglang.version=0.5.99: no known runtime to derive the manifest from")
+    assert ", ".join(survey_checks.known_runtime_versions()) in errors[0]
+
+
+def test_mutation_ddtree_offered_with_a_version_no_set_serves_it_on_is_refused():
+    """The survey cannot tie one answer to another: DDTREE may be offered only if every offered version serves it."""
+    template = with_version_question([*survey_checks.known_runtime_versions(), "0.5.99"])
+    _t, algorithm = question("sglang deploy", "sglang_service_speculative_algorithm")
+    errors = survey_checks.question_errors(algorithm, template, SPECS)
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        "sglang_service_speculative_algorithm=DDTREE: no patch set serves it on a runtime the survey offers"
+        " (sglang 0.5.99)"
+    )
+    assert survey_checks.question_errors(algorithm, with_version_question(["0.5.17"]), SPECS) == []

@@ -267,6 +267,76 @@ CASES = [
     # ===== end of the envelope block =====
 ]  # fmt: skip
 
+# ==== runtime (issue 18): the manifest derived from the sglang version, the reference venv ==============
+# One block, kept apart from the cases above (other work adds cases there): the deploy plan's refusals of
+# a derived manifest (before any host, like every case above), and a reference venv contradiction, which
+# only the host knows: refused in preflight, before anything is built (the test at the end of this block).
+RUNTIME_CASES = [
+    case("runtime-unknown-version-without-pins", DEPLOY,
+         ['{"sglang_runtime_manifest": [], "sglang_runtime_sglang": {"version": "0.5.99", "source": "index",'
+          ' "wheel": "", "sha256": "", "git_url": "", "git_ref": "", "no_deps": false}}'],
+         "sglang_runtime_sglang.version=0.5.99", "no known runtime to derive the manifest from",
+         "knows 0.5.17, 0.5.23", "sglang_runtime_manifest is empty"),
+    case("runtime-core-source-unknown", DEPLOY, ['{"sglang_runtime_core_sources": {"torch": "pypi"}}'],
+         "sglang_runtime_core_sources.torch=pypi", "allowed: index, reference_venv"),
+    case("runtime-core-source-not-a-core-package", DEPLOY, ['{"sglang_runtime_core_sources": {"numpy": "index"}}'],
+         "sglang_runtime_core_sources.numpy", "allowed: flashinfer-python, sglang-kernel, torch, triton"),
+]  # fmt: skip
+CASES += RUNTIME_CASES
+RUNTIME_REFERENCE = "/opt/specdec-badin-reference-venv"  # a copy of the lab's, with an sglang wanting torch 2.14.1
+RUNTIME_ROOT = "/opt/sglang-badin-refcheck"  # the release root of that run: must never be created
+RUNTIME_MODELS = "/opt/specdec-badin-models"
+
+
+def test_runtime_a_reference_venv_whose_sglang_wants_another_torch_is_refused_in_preflight(matrix):
+    """Only the host knows its reference venv: preflight reads it and refuses it before the release root exists."""
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
+    version = defaults["sglang_runtime_sglang_version"]
+    site = f"{RUNTIME_REFERENCE}/lib/python3.11/site-packages"
+    metadata = f"Metadata-Version: 2.1\\nName: sglang\\nVersion: {version}\\nRequires-Dist: torch==2.14.1\\n"
+    # The lab's reference venv as the runtime scenario makes it (the stub triton unpacked), plus that sglang.
+    sh(["podman", "cp", str(REPO / ".cache/stub-wheels/triton-3.6.0-py3-none-any.whl"), f"{CONTAINER}:/tmp/"])
+    sh(["podman", "exec", CONTAINER, "sh", "-c",
+        f"set -e; rm -rf {RUNTIME_REFERENCE} {RUNTIME_ROOT};"
+        f" /usr/bin/python3 -m venv --without-pip {RUNTIME_REFERENCE};"
+        f" /usr/bin/python3 -m zipfile -e /tmp/triton-3.6.0-py3-none-any.whl {site};"
+        f" mkdir -p {site}/sglang-{version}.dist-info;"
+        f" printf '{metadata}' > {site}/sglang-{version}.dist-info/METADATA;"
+        f" for d in target draft; do mkdir -p {RUNTIME_MODELS}/$d;"
+        f" echo '{{}}' > {RUNTIME_MODELS}/$d/config.json; done"])  # fmt: skip
+    result = play(
+        DEPLOY,
+        [
+            json.dumps(
+                {
+                    "sglang_runtime_reference_venv": RUNTIME_REFERENCE,
+                    "sglang_runtime_root": RUNTIME_ROOT,
+                    # the bare lab host has no models: directories with a config.json pass the path check
+                    "sglang_service_model_path": f"{RUNTIME_MODELS}/target",
+                    "sglang_service_draft_model_path": f"{RUNTIME_MODELS}/draft",
+                    "sglang_preflight_model_integrity_checks": False,
+                }
+            )
+        ],
+    )
+    out = result["out"]
+    assert result["rc"] == 2, out[-3000:]
+    assert "PLAY [Deploy]" in out  # passed validation: only the host can tell
+    messages = failure_messages(out)
+    assert len(messages) == 1, out[-3000:]
+    assert messages[0].startswith(f"The reference venv {RUNTIME_REFERENCE} contradicts the plan"), messages[0]
+    assert (
+        f"sglang_runtime_manifest[0] (torch): sglang {version} requires torch==2.14.1 (Requires-Dist of"
+        f" {site}/sglang-{version}.dist-info/METADATA on the host); the manifest has torch 2.11.0+cu130"
+    ) in messages[0]
+    recap = tasks_recap(out)
+    assert recap and not [n for n in recap if n.startswith(("Install", "Create the venv", "Compute the release"))]
+    root = sh(["podman", "exec", CONTAINER, "sh", "-c", f"test -e {RUNTIME_ROOT} && echo exists || echo absent"])
+    assert root.stdout.strip() == "absent"
+
+
+# ==== end of the runtime block =========================================================================
+
 CASE_IDS = [c.id for c in CASES]
 CONTROL = ("control-valid-input", DEPLOY, ["sglang_deploy_serial=1", "sglang_service_port=30001"])
 HOST_PLAYS = {

@@ -17,7 +17,7 @@ import tempfile
 import pytest
 import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils import readiness
-from ansible_collections.specdec.sglang.plugins.modules import nvidia_gpu_facts, sglang_readiness
+from ansible_collections.specdec.sglang.plugins.modules import nvidia_gpu_facts, sglang_host_lock, sglang_readiness
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
@@ -33,6 +33,9 @@ HANDED_TO_MODULES = {
     "sglang_preflight_nvidia_smi_timeout_s": (nvidia_gpu_facts, "timeout_s"),
     "sglang_service_startup_timeout_s": (sglang_readiness, "startup_timeout"),
     "sglang_service_readiness_poll_interval_s": (sglang_readiness, "poll_interval"),
+    "sglang_service_lock_timeout_s": (sglang_host_lock, "timeout_s"),
+    "sglang_service_lock_max_age_s": (sglang_host_lock, "max_age_s"),
+    "sglang_service_lock_break": (sglang_host_lock, "break_lock"),
 }
 PROBE_KEYS = ("prompt", "max_new_tokens", "temperature", "timeout", "api")
 

@@ -8,8 +8,11 @@ TASKS = REPO / "roles" / "sglang_service" / "tasks"
 BEFORE = 786
 # Added after that refactor, sequencing and checks only (every decision is in module_utils): the generation
 # watchdog's installation (watch.yml), the deploy's watchdog pause, the stop result of the drain and the rules
-# of their variables (issue 21); the ladder's guard against a skipped envelope plan.
-DAY2 = 92
+# of their variables (issue 21); the ladder's guard against a skipped envelope plan. Then the transactional
+# steps of issue 23 (41 lines): the reap of an interrupted run's readiness job, the start time on the host's
+# clock, the first restart decision (drift, crashes since the record) kept for the report, a failed record
+# judged and rolled back.
+DAY2 = 133
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():

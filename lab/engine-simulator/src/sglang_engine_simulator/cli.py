@@ -12,7 +12,7 @@ import sys
 import time
 from decimal import Decimal
 
-from sglang_engine_simulator import config_file, ddtree, hybrid, tracebacks
+from sglang_engine_simulator import config_file, ddtree, hybrid, server_args_log, tracebacks
 from sglang_engine_simulator.config_file import ConfigError
 from sglang_engine_simulator.log import log, raw
 
@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.disable_cuda_graph:  # real sglang prints this one in colour, before anything else
         raw(DISABLE_CUDA_GRAPH_DEPRECATION)
     log(f"sglang-engine-simulator: TEST DOUBLE standing in for sglang (no model, no GPU); fault={settings.fault}")
-    shown = {k: v for k, v in vars(args).items() if k not in ("api_key", "admin_api_key")}
-    shown["api_key"] = None if args.api_key is None else "<redacted>"
-    log("server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")")
+    # Like real sglang: the key in clear unless the sglang installed beside it carries the
+    # redact-server-args patch set (server_args_log.py).
+    log(server_args_log.server_args_line(vars(args), server_args_log.installed_redaction()))
 
     for path in (args.model_path, args.speculative_draft_model_path):
         if path is not None and not os.path.isdir(path):

@@ -13,6 +13,10 @@ DEFAULTS = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "runtime.
 DEFAULT_VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[
     "sglang_runtime_sglang_version"
 ]
+# The GPU hosts' manifest: the core of the default version's known runtime, from the inventory's sources.
+DEFAULT_MANIFEST = deploy_plan.derive_manifest(
+    DEFAULT_VERSION, DEFAULTS.get("sglang_runtime_manifest"), KNOWN, DEFAULTS["sglang_runtime_core_sources"]
+)["manifest"]
 OLD_MANIFEST = [  # the manifest the collection shipped with sglang 0.5.23 (issue 18)
     {"name": "torch", "version": "2.11.0", "local": "cu130", "source": "reference_venv"},
     {"name": "triton", "version": "3.6.0", "source": "reference_venv"},
@@ -43,7 +47,7 @@ def test_the_old_manifest_is_refused_naming_torch_2_14_1_required_by_sglang_0_5_
 
 
 def test_the_default_runtime_is_coherent_with_the_default_sglang():
-    manifest = DEFAULTS["sglang_runtime_manifest"]
+    manifest = DEFAULT_MANIFEST
     result = deploy_plan.check_runtime(
         {"version": DEFAULT_VERSION, "source": "index"}, manifest, "3.12", KNOWN, no_wheel
     )
@@ -53,7 +57,7 @@ def test_the_default_runtime_is_coherent_with_the_default_sglang():
 
 
 def test_a_kernel_built_for_another_torch_is_refused_by_its_own_pin():
-    manifest = [dict(e) for e in DEFAULTS["sglang_runtime_manifest"]]
+    manifest = [dict(e) for e in DEFAULT_MANIFEST]
     for entry in manifest:
         if entry["name"] == "torch":
             entry["version"] = "2.14.1"
@@ -227,7 +231,7 @@ def test_build_plan_returns_every_path_and_the_chosen_sets():
     built = deploy_plan.build_plan(
         {
             "sglang": {"version": DEFAULT_VERSION, "source": "index"},
-            "manifest": DEFAULTS["sglang_runtime_manifest"],
+            "manifest": DEFAULT_MANIFEST,
             "python_version": "3.12",
             "cuda_version": "13.0",
             "algorithm": "DDTREE",
@@ -290,3 +294,73 @@ def test_the_gpu_records_manifest_is_coherent_but_for_three_accepted_reference_v
     assert result["errors"] == []
     accepted = sorted(line.split(" (")[1].split(")")[0] for line in result["overridden"])
     assert accepted == ["numba", "timm", "transformers"]
+
+
+# --- sets every request takes (serves: every_request) -------------------------------------------
+
+REDACT_17 = deploy_plan.patch_set_record(
+    "/p/redact-17", {"name": "aaa-redact", "sglang_version": "0.5.17", "serves": "every_request"}
+)
+
+
+def plan_sets(version, algorithm, available, explicit=None, backend="triton"):
+    """The names of the sets build_plan chooses (the controller's files are not read)."""
+    built = deploy_plan.build_plan(
+        {
+            "sglang": {"version": version, "source": "index"},
+            "manifest": [],
+            "algorithm": algorithm,
+            "attention_backend": backend,
+            "explicit_patch_sets": explicit,
+        },
+        KNOWN,
+        available,
+        no_wheel,
+        check_inputs=lambda _m, _s, _w, dirs: {"inputs": {"patch_sets": dirs}, "inputs_sha256": "0" * 64, "errors": []},
+    )
+    assert not [e for e in built["errors"] if "patch set" in e], built["errors"]
+    assert built["plan"]["release"]["inputs"]["patch_sets"] == built["plan"]["patch_set_dirs"]
+    return [s["name"] for s in built["plan"]["patch_sets"]]
+
+
+def test_every_request_is_a_serves_value_of_its_own():
+    assert REDACT_17["every_request"] is True and REDACT_17["serves"] == {}
+    assert DDTREE_17.get("every_request") is None
+    assert deploy_plan.patch_set_record("/p/x", {"serves": {"algorithms": []}})["every_request"] is False
+    assert deploy_plan.describe_set(REDACT_17) == "aaa-redact (sglang 0.5.17; serves every request)"
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "expected"),
+    [("DFLASH", ["aaa-redact"]), ("DDTREE", ["ddtree-a", "aaa-redact"]), ("", [])],
+)
+def test_every_request_of_the_version_takes_the_set_besides_the_algorithms_set(algorithm, expected):
+    assert plan_sets("0.5.17", algorithm, [DDTREE_17, DDTREE_23, REDACT_17]) == expected
+    assert plan_sets("0.5.23", "DFLASH", [DDTREE_17, REDACT_17]) == []  # another version's set is not taken
+
+
+def test_a_set_for_every_request_never_stands_in_for_an_algorithms_set():
+    # it serves no dimension, which would serve any value: it must not be taken as the DDTREE set
+    refused = deploy_plan.build_plan(
+        {"sglang": {"version": "0.5.17", "source": "index"}, "manifest": [], "algorithm": "DDTREE"},
+        KNOWN,
+        [REDACT_17],
+        no_wheel,
+        check_inputs=lambda *_a: {"inputs": {}, "inputs_sha256": "", "errors": []},
+    )
+    assert any("DDTREE needs a patch set for sglang 0.5.17" in e for e in refused["errors"])
+
+
+def test_explicit_sets_still_take_the_set_for_every_request_once():
+    assert plan_sets("0.5.17", "DDTREE", [REDACT_17], explicit=[DDTREE_17]) == ["ddtree-a", "aaa-redact"]
+    assert plan_sets("0.5.17", "DFLASH", [REDACT_17], explicit=[REDACT_17]) == ["aaa-redact"]
+
+
+def test_the_repositorys_redaction_sets_are_taken_for_every_request_of_their_version():
+    sets = {r["name"]: r for r in real_sets()}
+    versions = sorted(r["sglang_version"] for r in sets.values() if r["name"].startswith("ddtree-0."))
+    assert versions == ["0.5.17", "0.5.23"]
+    for version in versions:
+        assert sets[f"redact-server-args-{version}"]["every_request"] is True
+        assert plan_sets(version, "DFLASH", real_sets()) == [f"redact-server-args-{version}"]
+        assert plan_sets(version, "DDTREE", real_sets()) == [f"ddtree-{version}", f"redact-server-args-{version}"]

@@ -177,9 +177,19 @@ def test_wheel_filename_info_and_name_normalisation():
 def test_group_vars_manifests_validate():
     """The GPU-host manifest and the lab manifest in inventory/ are valid data."""
     yaml = pytest.importorskip("yaml")
+    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+
+    known = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
+    version = yaml.safe_load((REPO / "roles/sglang_runtime/defaults/main.yml").read_text())[
+        "sglang_runtime_sglang_version"
+    ]
     for rel in ("inventory/group_vars/all/runtime.yml", "inventory/group_vars/lab/runtime.yml"):
         data = yaml.safe_load((REPO / rel).read_text())
-        manifest = data["sglang_runtime_manifest"]
+        derived = deploy_plan.derive_manifest(
+            version, data.get("sglang_runtime_manifest"), known, data.get("sglang_runtime_core_sources")
+        )
+        assert derived["errors"] == [], rel
+        manifest = derived["manifest"]
         # Jinja paths are not resolved here; only the shape is checked.
         for entry in manifest:
             if "{{" in str(entry.get("wheel", "")):

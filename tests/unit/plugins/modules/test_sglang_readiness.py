@@ -238,3 +238,22 @@ def test_a_death_ends_the_wait_at_once_not_at_the_next_poll(monkeypatch, capsys,
     out = run(monkeypatch, capsys, routes={("GET", "/health"): 503}, pid=child.pid, log_file=str(log), poll_interval=10)
     assert out["failure_class"] == "crashed_on_start" and out["phase"] == "failed"
     assert out["elapsed_s"] < 3, out["elapsed_s"]
+
+
+def test_the_running_readiness_job_is_recorded_for_the_next_run(tmp_path):
+    """job_file: this process, its start token, 0600 and atomic; a run outside async_wrapper has no async job."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import stat  # noqa: PLC0415
+
+    from ansible_collections.specdec.sglang.plugins.module_utils import host_lock  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.modules import sglang_readiness as readiness_module  # noqa: PLC0415
+
+    path = tmp_path / "readiness.job"
+    job = readiness_module.write_job(str(path))
+    assert json.loads(path.read_text()) == job
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and sorted(os.listdir(tmp_path)) == ["readiness.job"]
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    assert job["pid"] == os.getpid()
+    assert job["start"] == host_lock.process_start_token(boot, open("/proc/self/stat").read())
+    assert (job["pgid"], job["jid"], job["tmpdir"]) == (0, "", "")

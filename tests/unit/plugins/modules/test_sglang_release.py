@@ -50,7 +50,7 @@ def good_deploy(tree, record=V1):
         (tree["state"] / os.path.basename(path)).write_text(open(path).read())
 
 
-def run(monkeypatch, capsys, tree, active="active", check_mode=False, **params):
+def run(monkeypatch, capsys, tree, *, active="active", check_mode=False, unit=None, journal=(), process=None, **params):
     args = {
         "runtime_root": str(tree["root"]),
         "release_id": "r2",
@@ -63,11 +63,20 @@ def run(monkeypatch, capsys, tree, active="active", check_mode=False, **params):
     set_module_args(monkeypatch, args)
     commands = []
 
+    props = {"ActiveState": active, "MainPID": "0", "InvocationID": "", "NRestarts": "0", **(unit or {})}
+
     def run_command(self, argv, **kwargs):
         commands.append(argv)
+        if argv[0] == "journalctl":
+            return 0, "".join(json.dumps(entry) + "\n" for entry in journal), ""
+        if argv[:2] == ["systemctl", "show"] and argv[3].startswith("--property=") and "," in argv[3]:
+            wanted = argv[3].split("=", 1)[1].split(",")
+            return 0, "".join("%s=%s\n" % (key, props.get(key, "")) for key in wanted), ""
         return 0, active + "\n", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    # The running process as /proc would show it: (argv, resolved paths, environ) by pid.
+    monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid, ([], [], {})))
     out = run_main(sglang_release.main, capsys)
     out["_commands"] = commands
     return out
@@ -117,7 +126,8 @@ def test_restart_is_not_needed_when_the_recorded_deploy_runs(monkeypatch, capsys
     launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
     out = run(monkeypatch, capsys, tree, step="restart", release_id="r1", launcher=launcher)
     assert (out["restart"], out["reasons"]) == (False, [])
-    assert out["_commands"] == [["systemctl", "show", "--property=ActiveState", "--value", "sglang.service"]]
+    show = "--property=ActiveState,MainPID,InvocationID,NRestarts"
+    assert out["_commands"] == [["systemctl", "show", "sglang.service", show]]  # no record time: no journal
 
 
 def test_restart_is_needed_when_a_file_changed_or_the_service_is_down(monkeypatch, capsys, tree):
@@ -149,11 +159,10 @@ def test_judge_appends_the_attempt_and_names_the_next_envelope(monkeypatch, caps
         attempts=[],
         restarted=True,
         started_at=100.0,
-        now=104.26,
     )
     assert (out["outcome"], out["next_envelope"]) == ("next_envelope", "small")
     assert [a["envelope"] for a in out["attempts"]] == ["full"]
-    assert out["attempt"]["start_to_verdict_s"] == 4.3
+    assert out["attempt"]["start_to_verdict_s"] is None  # no verdict time on the host's clock: no duration
     assert out["attempt"]["settings"] == ENVELOPES["full"]
 
 
@@ -341,6 +350,173 @@ def test_judge_times_the_start_to_the_hosts_verdict_not_to_ansibles_return(monke
         readiness=readiness,
         restarted=True,
         started_at=100.0,
-        now=111.5,
     )
     assert out["attempt"]["start_to_verdict_s"] == 3.0
+
+
+# -- drift, crashes since the record, a failed record, reaping (issue 23) -----------------------------
+ENV = {"HOME": "/var/lib/sglang", "INVOCATION_ID": "inv-a"}
+
+
+def running(tree, environ=ENV, release_id="r1"):
+    argv = [str(tree["root"] / "releases" / release_id / "venv" / "bin" / "python3"), "sglang", "serve"]
+    return {41: (argv, [], environ)}
+
+
+def recorded_deploy(monkeypatch, capsys, tree):
+    """A good deploy of r1 through the record step: the record holds the process it verified."""
+    good_deploy(tree)
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="record",
+        release_id="r1",
+        envelope="small",
+        unit={"MainPID": "41", "InvocationID": "inv-a"},
+        process=running(tree),
+    )
+    assert out["changed"] and out["record"]["observed"]["release"] == "r1"
+    return out["record"]
+
+
+def test_the_running_process_of_the_record_is_left_running(monkeypatch, capsys, tree):
+    recorded_deploy(monkeypatch, capsys, tree)
+    launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="restart",
+        release_id="r1",
+        launcher=launcher,
+        unit={"MainPID": "41", "InvocationID": "inv-a"},
+        process=running(tree),
+    )
+    assert (out["restart"], out["drift"], out["restarts_since_record"]) == (False, [], None)
+
+
+def test_drift_is_found_on_the_main_pid(monkeypatch, capsys, tree):
+    recorded_deploy(monkeypatch, capsys, tree)
+    other = {77: running(tree, environ={**ENV, "SGLANG_SIM_LOAD_S": "90", "INVOCATION_ID": "inv-x"})[41]}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="restart",
+        release_id="r1",
+        unit={"MainPID": "77", "InvocationID": "inv-x"},
+        process=other,
+    )
+    assert out["restart"] is True
+    assert out["drift"] == [
+        "the running process's environment is not the recorded one",
+        "started as invocation inv-x, not the verified inv-a",
+    ]
+    assert out["reasons"] == ["drift: " + reason for reason in out["drift"]]
+    assert out["observed"]["invocation_id"] == "inv-x"
+
+
+def test_a_crash_since_the_record_is_read_from_the_journal(monkeypatch, capsys, tree):
+    recorded_deploy(monkeypatch, capsys, tree)
+    journal = [
+        {"_SYSTEMD_INVOCATION_ID": "inv-a", "MESSAGE": "RuntimeError: boom"},
+        {"INVOCATION_ID": "inv-a", "MESSAGE": "sglang.service: Main process exited, code=killed, status=9/KILL"},
+    ]
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="restart",
+        release_id="r1",
+        unit={"MainPID": "42", "InvocationID": "inv-b", "NRestarts": "1"},
+        process={42: running(tree)[41]},
+        journal=journal,
+    )
+    assert out["drift"] == []  # the same deploy, restarted by systemd: stated, not drift
+    found = out["restarts_since_record"]
+    assert (found["n_restarts"], found["last_exit_lines"]) == (1, ["RuntimeError: boom"])
+    assert "status=9/KILL" in found["last_exit"]
+    assert out["_commands"][-1][:6] == ["journalctl", "--no-pager", "-o", "json", "-u", "sglang.service"]
+
+
+def test_a_full_disk_at_the_record_changes_nothing_and_leaves_no_temp_file(monkeypatch, capsys, tree):
+    good_deploy(tree)
+    before = {path.name: path.read_bytes() for path in tree["state"].iterdir()}
+    for path in tree["files"].values():
+        with open(path, "a") as handle:
+            handle.write("new\n")
+    real = sglang_release.shutil.copyfile
+    copies = []
+
+    def copyfile(src, dest):
+        copies.append(dest)
+        if len(copies) == 2:  # the second good copy meets a full disk
+            with open(dest, "w") as handle:
+                handle.write("part")
+            raise OSError(28, "No space left on device", dest)
+        return real(src, dest)
+
+    monkeypatch.setattr(sglang_release.shutil, "copyfile", copyfile)
+    out = run(monkeypatch, capsys, tree, step="record", release_id="r2", envelope="full")
+    assert out["failed"] is True
+    assert out["record_error"]["errno"] == "ENOSPC" and out["record_error"]["free_bytes"] > 0
+    assert "no space left to record the release in" in out["msg"]
+    after = {path.name: path.read_bytes() for path in tree["state"].iterdir()}
+    assert after == before  # no temp file, no partial copy, the record unchanged
+
+
+def test_judge_turns_a_failed_record_into_a_failed_attempt(monkeypatch, capsys, tree):
+    ready = {"envelope": "full", "ready": True, "failure_class": "", "phase": "ready"}
+    error = {"errno": "ENOSPC", "strerror": "No space left on device", "path": "/x", "free_bytes": 0}
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="judge",
+        envelope="full",
+        readiness={"ready": True},
+        attempts=[ready],
+        record_error=error,
+    )
+    assert out["outcome"] == "failed" and len(out["attempts"]) == 1
+    assert (out["attempt"]["failure_class"], out["attempt"]["phase"]) == ("record_failed", "record")
+
+
+def test_reap_ends_a_live_readiness_job_by_its_group_and_removes_its_leftovers(monkeypatch, capsys, tree, tmp_path):
+    import subprocess  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    job = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        async_dir, tmpdir = tmp_path / "async", tmp_path / "ansible-tmp-1-2"
+        async_dir.mkdir()
+        tmpdir.mkdir()
+        (async_dir / "j9.123").write_text('{"started": 1, "finished": 0}')
+        (async_dir / "other.1").write_text("{}")
+        stat = open("/proc/%d/stat" % job.pid).read()
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+        record = {
+            "pid": job.pid,
+            "start": sglang_release.host_lock.process_start_token(boot, stat),
+            "pgid": job.pid,
+            "jid": "j9",
+            "async_dir": str(async_dir),
+            "tmpdir": str(tmpdir),
+        }
+        job_file = tree["root"] / "state" / "readiness.job"
+        job_file.write_text(json.dumps(record))
+        out = run(monkeypatch, capsys, tree, step="reap", job_file=str(job_file))
+        assert out["reaped"] is True and out["changed"] is True
+        deadline = time.monotonic() + 5
+        while job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.returncode == -15  # SIGTERM
+        assert sorted(out["removed"]) == sorted([str(async_dir / "j9.123"), str(tmpdir)])
+        assert [p.name for p in async_dir.iterdir()] == ["other.1"] and not tmpdir.exists()
+        assert not job_file.exists()
+        again = run(monkeypatch, capsys, tree, step="reap", job_file=str(job_file))
+        assert (again["reaped"], again["changed"], again["removed"]) == (False, False, [])
+    finally:
+        if job.poll() is None:
+            job.kill()

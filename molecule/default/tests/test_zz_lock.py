@@ -1,0 +1,82 @@
+"""The host lock on the lab host (issue 23): a deploy finds another run's live lock, waits, is refused naming
+the holder and changes nothing; a stale lock (taken before the host's last boot) is taken over, said so, and
+released at the end.
+
+Runs after test_default.py (file order): the converge and idempotence runs released their lock.
+"""
+
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+LOCK = "/opt/sglang/state/host.lock"
+
+
+def show(lab_host):
+    out = lab_host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts sglang.service")
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def deploy(*extra):
+    return subprocess.run(
+        [
+            str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            str(REPO / "playbooks" / "deploy.yml"),
+            "-e",
+            json.dumps({"sglang_service_report_dir": "", **dict(extra)}),
+        ],
+        cwd=str(REPO),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+    )
+
+
+def place(lab_host, boot_id):
+    held = {
+        "run_id": "otherrun0000",
+        "owner": "alice@ctl9",
+        "controller_pid": 4242,
+        "play": "Deploy",
+        "started_at": time.time(),
+        "boot_id": boot_id,
+        "pid": 0,
+    }
+    lab_host.check_output("umask 077 && printf '%%s\\n' %s > %s" % (shlex.quote(json.dumps(held)), LOCK))
+
+
+def test_a_deploy_while_another_run_holds_the_lock_is_refused_naming_it(lab_host):
+    assert not lab_host.file(LOCK).exists  # the earlier runs released theirs
+    boot_id = lab_host.check_output("cat /proc/sys/kernel/random/boot_id").strip()
+    place(lab_host, boot_id)
+    before = show(lab_host)
+    try:
+        started = time.monotonic()
+        proc = deploy(("sglang_service_lock_timeout_s", 3))
+        out = " ".join((proc.stdout + proc.stderr).split())
+        assert proc.returncode != 0, out[-3000:]
+        assert "held by run otherrun0000 of play 'Deploy' from alice@ctl9 (controller pid 4242)" in out, out[-3000:]
+        assert "host_locked" in out, out[-3000:]
+        assert time.monotonic() - started >= 3
+        assert json.loads(lab_host.file(LOCK).content_string)["run_id"] == "otherrun0000"
+        assert show(lab_host) == before
+    finally:
+        lab_host.check_output("rm -f %s" % LOCK)
+
+
+def test_a_lock_from_before_the_last_boot_is_taken_over_said_and_released(lab_host):
+    place(lab_host, "00000000-not-this-boot")
+    proc = deploy()
+    out = " ".join((proc.stdout + proc.stderr).split())  # warnings are wrapped to the terminal's width
+    assert proc.returncode == 0, out[-3000:]
+    assert "taking over the stale lock of run otherrun0000" in out and "the host rebooted" in out, out[-3000:]
+    assert not lab_host.file(LOCK).exists

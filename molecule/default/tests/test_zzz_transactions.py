@@ -1,0 +1,161 @@
+"""Deploys as transactions on the lab host (issue 23), after every other check of this scenario (file order):
+
+- two deploys started at once: one waits for the host lock, both finish, and the host is left in the state of
+  the one that finished last (its environment in the file, in the running process and in the record);
+- a deploy killed the way ansible-runner cancels an AWX job (SIGKILL to ansible-playbook's process group) while
+  readiness waits: none of its processes stays on the controller; the next plain deploy takes its lock over at
+  once (said), ends its readiness job on the host and removes its async leftovers, finds the process it
+  started (another environment) although every file equals its good copy - drift - and restarts and verifies.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ROOT = "/opt/sglang"
+LOCK = ROOT + "/state/host.lock"
+JOB = ROOT + "/state/readiness.job"
+ENV_FILE = "/etc/sglang/sglang.env"
+
+
+def command(marker, extra=None):
+    extra_vars = {"sglang_service_report_dir": "", "sglang_service_lock_timeout_s": 500}
+    if marker:
+        extra_vars["sglang_service_environment"] = {"SPECDEC_TEST_RUN": marker}
+    extra_vars.update(extra or {})
+    return [
+        str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        os.environ["MOLECULE_INVENTORY_FILE"],
+        str(REPO / "playbooks" / "deploy.yml"),
+        "-e",
+        json.dumps(extra_vars),
+    ]
+
+
+def start(marker, extra=None):
+    """A deploy in its own process group (as ansible-runner starts one); its output collected by a thread."""
+    proc = subprocess.Popen(
+        command(marker, extra),
+        cwd=str(REPO),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+    )
+    proc.lines = []
+    proc.finished_at = None
+
+    def read():
+        for line in proc.stdout:
+            proc.lines.append(line)
+        proc.wait()
+        proc.finished_at = time.monotonic()
+
+    proc.reader = threading.Thread(target=read, daemon=True)
+    proc.reader.start()
+    return proc
+
+
+def finish(proc, timeout=900):
+    proc.reader.join(timeout)
+    assert not proc.reader.is_alive(), "the deploy did not end within %ss" % timeout
+    return " ".join("".join(proc.lines).split())  # warnings are wrapped to the terminal's width
+
+
+def main_pid(lab_host):
+    return int(lab_host.check_output("systemctl show --property=MainPID --value sglang.service"))
+
+
+def process_env(lab_host):
+    raw = lab_host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % main_pid(lab_host))
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def record(lab_host):
+    return json.loads(lab_host.file(ROOT + "/state/last_good/deploy.json").content_string)
+
+
+def controller_processes(marker):
+    """Processes on the controller whose command line carries this test's marker (ansible-playbook's workers)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_two_deploys_at_once_one_waits_and_the_last_to_finish_is_what_serves(lab_host):
+    first = start("concurrent-a")
+    second = start("concurrent-b")
+    out_a, out_b = finish(first), finish(second)
+    assert first.returncode == 0, out_a[-3000:]
+    assert second.returncode == 0, out_b[-3000:]
+    last = "concurrent-a" if first.finished_at > second.finished_at else "concurrent-b"
+    # The state is the finished one's: the environment file, the running process, the record's observation.
+    assert 'SPECDEC_TEST_RUN="%s"' % last in lab_host.file(ENV_FILE).content_string
+    assert process_env(lab_host)["SPECDEC_TEST_RUN"] == last
+    observed = record(lab_host)["observed"]
+    invocation = lab_host.check_output("systemctl show --property=InvocationID --value sglang.service").strip()
+    assert (observed["main_pid"], observed["invocation_id"]) == (main_pid(lab_host), invocation)
+    assert not lab_host.file(LOCK).exists
+
+
+def alive(lab_host, pid):
+    return lab_host.run("kill -0 %d" % pid).rc == 0
+
+
+def test_a_cancelled_deploy_leaves_nothing_running_and_its_drift_is_found_and_healed(lab_host):
+    serving = process_env(lab_host).get("SPECDEC_TEST_RUN")  # the inputs of the recorded deploy
+    slow = start(
+        "cancelled", {"sglang_service_environment": {"SPECDEC_TEST_RUN": "cancelled", "SGLANG_SIM_LOAD_S": "120"}}
+    )
+    deadline = time.monotonic() + 600
+    while not any("Wait for a real generation" in line for line in slow.lines):
+        assert slow.poll() is None and time.monotonic() < deadline, "".join(slow.lines)[-3000:]
+        time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not lab_host.file(JOB).exists:  # the async readiness job runs on the host
+        assert slow.poll() is None and time.monotonic() < deadline, "".join(slow.lines)[-3000:]
+        time.sleep(0.5)
+    os.killpg(slow.pid, signal.SIGKILL)  # ansible-runner's cancel (AWX)
+    finish(slow)
+    # Ansible's worker of the readiness wait (its own session) ends with its ansible-playbook.
+    deadline = time.monotonic() + 10
+    while controller_processes("cancelled") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert controller_processes("cancelled") == []
+    lock = json.loads(lab_host.file(LOCK).content_string)  # left behind by the killed run
+    assert lock["controller_pid"] == slow.pid
+    job = json.loads(lab_host.file(JOB).content_string)
+    assert job["jid"] and alive(lab_host, job["pid"])  # its readiness job still runs on the host
+    assert process_env(lab_host)["SPECDEC_TEST_RUN"] == "cancelled"
+    # A later interrupted run put every file back: each equals its good copy, the unit runs another environment.
+    lab_host.check_output("cp %s/state/last_good/sglang.env %s" % (ROOT, ENV_FILE))
+
+    started = time.monotonic()
+    plain = start(serving)
+    out = finish(plain)
+    assert plain.returncode == 0, out[-4000:]
+    assert time.monotonic() - started < 300  # not the lock's timeout nor the slow start
+    assert "taking over the lock of run %s" % lock["run_id"] in out and "is gone (the run was interrupted)" in out
+    assert "a readiness job left by an interrupted run (pid %s" % job["pid"] in out, out[-4000:]
+    assert "drift: the running process's environment is not the recorded one" in out, out[-4000:]
+    assert "(restarted)" in out
+    assert not alive(lab_host, job["pid"])
+    assert not lab_host.file(JOB).exists and not lab_host.file(LOCK).exists
+    leftovers = lab_host.run("ls %s/%s.* %s" % (job["async_dir"], job["jid"], job["tmpdir"]))
+    assert leftovers.rc != 0 and leftovers.stdout.strip() == "", leftovers.stdout
+    assert "SGLANG_SIM_LOAD_S" not in process_env(lab_host)
+    assert record(lab_host)["observed"]["main_pid"] == main_pid(lab_host)

@@ -1,0 +1,189 @@
+"""The transactional decisions of release.py (issue 23): the running process against the record (drift),
+crashes since the record, a failed record, the readiness job left by an interrupted run."""
+
+from ansible_collections.specdec.sglang.plugins.module_utils import release
+
+ROOT = "/opt/sglang"
+ENV = {"HOME": "/var/lib/sglang", "CUDA_VISIBLE_DEVICES": "GPU-1", "INVOCATION_ID": "inv-a", "JOURNAL_STREAM": "8:1"}
+ARGV = ["/opt/sglang/releases/r1/venv/bin/python3", "/opt/sglang/current/venv/bin/sglang", "serve", "--port", "30000"]
+
+
+def observed(argv=ARGV, environ=ENV, invocation="inv-a", paths=()):
+    return release.observe_process(
+        ROOT, invocation_id=invocation, main_pid=41, argv=argv, paths=list(paths), environ=environ
+    )
+
+
+def recorded(obs=None, release_id="r1"):
+    return dict(release.RECORD_DEFAULTS, release_id=release_id, observed=obs if obs is not None else observed())
+
+
+def test_the_release_is_read_from_the_resolved_paths_not_from_current():
+    assert release.process_release(ROOT, ["/usr/bin/python3.11", "/opt/sglang/releases/r7/venv/lib/x.so"]) == "r7"
+    assert release.process_release(ROOT, ["/opt/sglang/current/venv/bin/sglang"]) == ""
+    assert release.process_release(ROOT, ["/opt/sglang/releases-old/r1/x"]) == ""
+    assert observed()["release"] == "r1"
+
+
+def test_systemds_per_start_variables_do_not_count():
+    again = observed(environ=dict(ENV, INVOCATION_ID="inv-b", JOURNAL_STREAM="9:2"), invocation="inv-b")
+    assert again["environ_sha256"] == observed()["environ_sha256"]
+    assert release.drift_reasons(recorded(), again, release_id="r1") == []  # systemd restarted the same deploy
+
+
+def test_the_verified_process_is_no_drift():
+    assert release.drift_reasons(recorded(), observed(), release_id="r1") == []
+
+
+def test_another_environment_is_drift_and_names_the_invocations():
+    other = observed(environ=dict(ENV, SGLANG_SIM_LOAD_S="90", INVOCATION_ID="inv-x"), invocation="inv-x")
+    reasons = release.drift_reasons(recorded(), other, release_id="r1")
+    assert reasons[0] == "the running process's environment is not the recorded one"
+    assert reasons[-1] == "started as invocation inv-x, not the verified inv-a"
+
+
+def test_another_release_or_command_line_is_drift():
+    other = observed(argv=["/opt/sglang/releases/r2/venv/bin/python3", *ARGV[1:4], "30001"], invocation="inv-y")
+    reasons = release.drift_reasons(recorded(), other, release_id="r1")
+    assert "the running process runs release r2, the record r1" in reasons
+    assert "the running process's command line is not the recorded one" in reasons
+
+
+def test_drift_then_restarts_even_when_every_file_equals_its_good_copy():
+    sha = {"unit": "a", "good_unit": "a", "env": "b", "good_env": "b", "config": "c", "good_config": "c"}
+    common = dict(release_id="r1", requested=False, active_state="active", current_release="r1", sha256=sha)
+    assert release.restart_decision(recorded(), **common) == (False, [])
+    restart, reasons = release.restart_decision(recorded(), drift=["the environment differs"], **common)
+    assert restart and reasons == ["drift: the environment differs"]
+
+
+def test_no_observation_no_drift_check():
+    assert release.drift_reasons(recorded(obs={}), observed(environ={}), release_id="r1") == []
+    assert release.drift_reasons(recorded(), {}, release_id="r1") == []  # nothing runs: the active state decides
+    assert release.drift_reasons(recorded(), observed(environ={}), release_id="r2") == []  # another release anyway
+
+
+# -- crashes between deploys ----------------------------------------------------------------------
+JOURNAL = [
+    {"_SYSTEMD_INVOCATION_ID": "inv-a", "MESSAGE": "ready to roll", "__REALTIME_TIMESTAMP": "1000000000"},
+    {"_SYSTEMD_INVOCATION_ID": "inv-a", "MESSAGE": "Traceback (most recent call last):"},
+    {"_SYSTEMD_INVOCATION_ID": "inv-a", "MESSAGE": "RuntimeError: CUDA error: an illegal memory access"},
+    {
+        "INVOCATION_ID": "inv-a",
+        "UNIT": "sglang.service",
+        "MESSAGE": "sglang.service: Main process exited, code=exited, status=1/FAILURE",
+        "__REALTIME_TIMESTAMP": "1700000123500000",
+    },
+    {"INVOCATION_ID": "inv-a", "MESSAGE": "sglang.service: Failed with result 'exit-code'."},
+    {"_SYSTEMD_INVOCATION_ID": "inv-b", "MESSAGE": "starting again"},
+]
+
+
+def test_a_crash_and_systemds_restart_since_the_record_are_stated_with_the_exits_lines():
+    found = release.restarts_since_record(recorded(), invocation_id="inv-b", n_restarts=1, entries=JOURNAL)
+    assert (found["n_restarts"], found["exits"]) == (1, 1)
+    assert found["last_exit"] == "sglang.service: Main process exited, code=exited, status=1/FAILURE"
+    assert found["last_exit_at"] == 1700000123.5
+    assert found["last_exit_lines"][-1] == "RuntimeError: CUDA error: an illegal memory access"
+    assert "starting again" not in found["last_exit_lines"]
+
+
+def test_nothing_is_stated_while_the_recorded_start_runs():
+    assert release.restarts_since_record(recorded(), invocation_id="inv-a", n_restarts=0, entries=JOURNAL[:3]) is None
+
+
+def test_time_to_ready_only_for_a_start_this_run_made():
+    readiness = {"ready": True, "time_to_ready_s": 3600.0, "probe": {}}
+    common = dict(
+        host="h",
+        unit="sglang.service",
+        release_id="r1",
+        previous_release_id="",
+        attempts=[{}],
+        versions={},
+        envelope="full",
+        envelope_settings={},
+        context={},
+    )
+    kept = release.success_report(readiness, restarted=False, **common)
+    assert kept["time_to_ready_s"] is None and kept["up_s"] == 3600.0
+    assert "not started by this run (no time to ready)" in " ".join(release.success_summary(kept))
+    started = release.success_report(dict(readiness, time_to_ready_s=12.5), restarted=True, **common)
+    assert started["time_to_ready_s"] == 12.5
+    restarts = release.restarts_since_record(recorded(), invocation_id="inv-b", n_restarts=1, entries=JOURNAL)
+    text = release.success_summary(
+        release.success_report(
+            readiness, restarted=True, drift=["the environment differs"], restarts=restarts, **common
+        )
+    )
+    assert "drift: the environment differs (restarted and verified)" in text
+    assert any(line.startswith("since the last record: 1 restart(s) by systemd, 1 exit(s)") for line in text)
+    assert "  | RuntimeError: CUDA error: an illegal memory access" in text
+
+
+# -- a failed record ----------------------------------------------------------------------------
+def test_a_full_disk_at_the_record_is_diagnosed_and_the_ready_attempt_fails():
+    error = {"errno": "ENOSPC", "strerror": "No space left on device", "path": "/s/last_good/sglang.env.tmp"}
+    attempt = release.record_failure_attempt({"envelope": "full", "ready": True}, error, state_dir="/s", free_bytes=0)
+    assert (attempt["ready"], attempt["failure_class"], attempt["phase"]) == (False, "record_failed", "record")
+    assert attempt["reason"] == (
+        "no space left to record the release in /s (/s/last_good/sglang.env.tmp: No space left on device, 0 bytes free)"
+    )
+    assert "free space on the file system of /s" in attempt["hint"]
+    report = release.failure_report(
+        {"ready": True},
+        host="h",
+        unit="u",
+        release_id="r2",
+        previous_release_id="r1",
+        attempts=[attempt],
+        target="r1",
+        rollback={"ready": True, "probe": {"completion_tokens": 8, "latency_s": 0.1}},
+    )
+    message = release.failure_message(report)
+    assert "record_failed" in message and "no space left to record" in message and "serves again" in message
+
+
+def test_another_record_error_is_named():
+    failure_class, reason, _hint = release.record_failure(
+        {"errno": "EACCES", "strerror": "Permission denied", "path": "/s/x"}, state_dir="/s"
+    )
+    assert failure_class == "record_failed" and "(/s/x: Permission denied)" in reason
+
+
+# -- the readiness job of an interrupted run ----------------------------------------------------------
+WRAPPER = ["/usr/bin/python3", "/root/.ansible/tmp/ansible-tmp-1-2/AnsiballZ_async_wrapper.py", "j123", "960"]
+WRAPPER += [
+    "/root/.ansible/tmp/ansible-tmp-1-2/AnsiballZ_sglang_readiness.py",
+    "/root/.ansible/tmp/ansible-tmp-1-2/args",
+]
+
+
+def test_an_async_readiness_job_records_its_group_job_id_and_temp_dir():
+    job = release.readiness_job(pid=500, start="b:77", pgid=499, parent_argv=WRAPPER, async_dir="/root/.ansible_async")
+    assert job == {
+        "pid": 500,
+        "start": "b:77",
+        "pgid": 499,
+        "jid": "j123",
+        "async_dir": "/root/.ansible_async",
+        "tmpdir": "/root/.ansible/tmp/ansible-tmp-1-2",
+    }
+    plain = release.readiness_job(pid=500, start="b:77", pgid=1, parent_argv=["/bin/sh"], async_dir="/x")
+    assert (plain["pgid"], plain["jid"], plain["tmpdir"]) == (0, "", "")
+
+
+def test_a_live_job_is_ended_by_its_group_and_its_leftovers_removed():
+    job = release.readiness_job(pid=500, start="b:77", pgid=499, parent_argv=WRAPPER, async_dir="/root/.ansible_async")
+    kill, pgid, leftovers, reason = release.reap_plan(job, start_now="b:77")
+    assert (kill, pgid) == (True, 499)
+    assert leftovers == ["/root/.ansible_async/j123.*", "/root/.ansible/tmp/ansible-tmp-1-2"]
+    assert "interrupted run" in reason and "ended" in reason
+
+
+def test_a_reused_pid_is_never_signalled():
+    job = release.readiness_job(pid=500, start="b:77", pgid=499, parent_argv=WRAPPER, async_dir="/a")
+    kill, pgid, leftovers, _reason = release.reap_plan(job, start_now="b:99")
+    assert (kill, pgid) == (False, 0) and leftovers  # still cleaned
+    assert release.reap_plan(job, start_now="")[0] is False
+    assert release.reap_plan(None, start_now="b:77") == (False, 0, [], "")
