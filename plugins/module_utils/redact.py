@@ -8,11 +8,12 @@ by ``<redacted>``; ``redact(text, "env")`` does the same for an environment file
 lines (the unit's ``EnvironmentFile``). What cannot be parsed is withheld, never copied through:
 a redacted file may be less useful, it never holds a secret.
 
-A key is secret when one of its words (split at ``_``, ``-``, ``.``, spaces and lower-to-upper case
+A key is secret when its last word (words split at ``_``, ``-``, ``.``, spaces and lower-to-upper case
 changes, compared without case) is or ends with ``key`` or ``token`` (``api_key``, ``api-key``,
 ``apiKey``, ``HF_TOKEN``, ``hftoken``), or contains ``secret``, ``password``, ``passwd``,
 ``credential`` or ``private`` (``AWS_SECRET_ACCESS_KEY``, ``db_password``). ``max_total_tokens`` and
-``tokenizer_path`` are not secret: a word must be ``token``, not ``tokens`` nor ``tokenizer``.
+``tokenizer_path`` are not secret: a word must be ``token``, not ``tokens`` nor ``tokenizer``; nor is
+``KeyError`` (a traceback's exception line stays whole).
 
 PyYAML is needed for ``"yaml"`` only (the controller always has it; the filter
 ``specdec.sglang.redact_secrets`` runs there).
@@ -24,7 +25,7 @@ import re
 
 REDACTED = "<redacted>"
 FORMATS = ("yaml", "env")
-# Whole-word endings and substrings that make a key secret (see the module docstring).
+# Endings of the last word, and substrings anywhere, that make a key secret (see the module docstring).
 SECRET_WORD_ENDINGS = ("key", "token")
 SECRET_SUBSTRINGS = ("secret", "password", "passwd", "credential", "private")
 HEADER = "# redacted by specdec.sglang (playbooks/diagnose.yml): values of secret keys replaced by <redacted>\n"
@@ -41,7 +42,9 @@ def is_secret(name) -> bool:
     """Whether a key (YAML) or variable name (environment file) names a secret."""
     text = str(name)
     words = [w.lower() for w in _WORD_SPLIT.split(text) if w]
-    if any(word.endswith(SECRET_WORD_ENDINGS) for word in words):
+    # The last word only: api_key, HF_TOKEN, apiKey are secrets; KeyError, key_path, token_count are not
+    # (a traceback's "KeyError: '...'" is the exception line an operator needs, not a secret).
+    if words and words[-1].endswith(SECRET_WORD_ENDINGS):
         return True
     lowered = text.lower()
     return any(part in lowered for part in SECRET_SUBSTRINGS)

@@ -143,7 +143,8 @@ def test_secret_names(name):
 @pytest.mark.parametrize(
     "name",
     ["model-path", "max_total_tokens", "max-prefill-tokens", "tokenizer_path", "skip_tokenizer_init", "HOME",
-     "CUDA_VISIBLE_DEVICES", "speculative_num_draft_tokens", "port", "keys_count"],
+     "CUDA_VISIBLE_DEVICES", "speculative_num_draft_tokens", "port", "keys_count", "KeyError", "key_path",
+     "TokenizerError"],
 )  # fmt: skip
 def test_names_that_are_not_secret(name):
     assert not is_secret(name)
@@ -232,3 +233,13 @@ def test_known_values_are_redacted_wherever_they_appear():
 
 def test_secret_values_unquote_json_escapes():
     assert secret_values('api-key: "a\\"b\\\\c"\n') == {'a"b\\c'}
+
+
+def test_a_traceback_keeps_its_exception_line():
+    """The diagnose bundle's journal must keep the exception an operator reads (the awx workflow failed on it)."""
+    line = "KeyError: 'model.layers.0.linear_attn.dt_bias' (architecture Qwen3ForCausalLM)"
+    text = f"Traceback (most recent call last):\n  File x\n{line}\nserver_args=ServerArgs(api_key='{SECRET}')\n"
+    out, count = scrub(text)
+    assert line in out
+    assert SECRET not in out
+    assert count == 1
