@@ -289,7 +289,7 @@ RUNTIME_MODELS = "/opt/specdec-badin-models"
 
 
 def test_runtime_a_reference_venv_whose_sglang_wants_another_torch_is_refused_in_preflight(matrix):
-    """Only the host knows its reference venv: preflight reads it and refuses it before the release root exists."""
+    """Only the host knows its reference venv: preflight reads it and refuses it before any release is built."""
     defaults = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())
     version = defaults["sglang_runtime_sglang_version"]
     site = f"{RUNTIME_REFERENCE}/lib/python3.11/site-packages"
@@ -331,7 +331,9 @@ def test_runtime_a_reference_venv_whose_sglang_wants_another_torch_is_refused_in
     ) in messages[0]
     recap = tasks_recap(out)
     assert recap and not [n for n in recap if n.startswith(("Install", "Create the venv", "Compute the release"))]
-    root = sh(["podman", "exec", CONTAINER, "sh", "-c", f"test -e {RUNTIME_ROOT} && echo exists || echo absent"])
+    # Nothing was built: no release directory (the host lock, <root>/state/host.lock, is taken before preflight).
+    releases = f"{RUNTIME_ROOT}/releases"
+    root = sh(["podman", "exec", CONTAINER, "sh", "-c", f"test -e {releases} && echo exists || echo absent"])
     assert root.stdout.strip() == "absent"
 
 
