@@ -35,7 +35,7 @@ ALLOWED = (
     "plugins/action/*.py",
     "plugins/modules/*.py",
     "plugins/module_utils/*.py",
-    "plugins/action/*.py",
+    "plugins/plugin_utils/*.py",
     "plugins/filter/*.py",
     "roles/sglang_*/defaults/main.yml",
     "roles/sglang_*/vars/main.yml",
