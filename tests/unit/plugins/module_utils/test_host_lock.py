@@ -186,36 +186,26 @@ def test_a_holder_from_another_controller_is_never_checked_here():
     assert host_lock.holder_liveness(None, controller=CTL, pid_start=never)[0] == host_lock.FOREIGN
 
 
+def _decide_fresh_live_holder(found, **kwargs):
+    """decide() on an existing, fresh lock of this boot whose holder pid is alive."""
+    return host_lock.decide(
+        found, exists=True, run_id="run-mine", now=NOW, mtime=NOW, boot_id=BOOT, max_age_s=3600,
+        waited_s=0, timeout_s=60, pid_alive=lambda pid: True, **kwargs,
+    )  # fmt: skip
+
+
 def test_the_controller_names_a_dead_run_and_only_its_lock_is_taken_over():
     found = held()
-    action, reason = host_lock.decide(
+    action, reason = _decide_fresh_live_holder(
         found,
-        exists=True,
-        run_id="run-mine",
-        now=NOW,
-        mtime=NOW,
-        boot_id=BOOT,
-        max_age_s=3600,
-        waited_s=0,
-        timeout_s=60,
-        pid_alive=lambda pid: True,
         take_over_run_id="run-other",
         take_over_reason="its ansible-playbook process 4242 on this controller is gone",
         wait=False,
     )
     assert action == host_lock.TAKE_OVER and "run-other" in reason and "is gone" in reason
     # Another run took the lock meanwhile: the dead run's verdict does not apply to it.
-    action, _reason = host_lock.decide(
+    action, _reason = _decide_fresh_live_holder(
         found,
-        exists=True,
-        run_id="run-mine",
-        now=NOW,
-        mtime=NOW,
-        boot_id=BOOT,
-        max_age_s=3600,
-        waited_s=0,
-        timeout_s=60,
-        pid_alive=lambda pid: True,
         take_over_run_id="run-dead-before",
         wait=False,
     )
