@@ -41,3 +41,17 @@ def no_network(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def fresh_module_warnings():
+    """Each test starts with ansible's process-wide warning and deprecation lists empty.
+
+    A module's warn() lands in a module-level collection that exit_json() reports; in a real run
+    every module is its own process, so one test's warnings must not show up in the next one's result.
+    """
+    from ansible.module_utils.common import warnings
+
+    for name in ("_global_warnings", "_global_deprecations"):
+        getattr(warnings, name).clear()  # a list up to 2.18, a dict from 2.19
+    yield

@@ -114,7 +114,7 @@ def test_ready_service_exits_ok_unchanged_with_the_documented_keys(monkeypatch, 
         assert key in out
     assert out["unit"]["active_state"] == "active"
     # Nothing deprecated: no result key named warnings unless module.warn() put it there.
-    assert "warnings" not in out
+    assert "warnings" not in out, out.get("warnings")
     assert out["_commands"][0][:3] == ["systemctl", "show", "sglang.service"]
 
 
