@@ -10,7 +10,8 @@
 
 Readers for what several scenarios look at, through ``lab_host`` when called: ``unit_properties``
 (``systemctl show`` of the unit as a dict), ``last_good`` (the release record), ``current`` (where
-the ``current`` link points), ``releases`` (the release directories).
+the ``current`` link points), ``releases`` (the release directories), ``main_pid`` and ``process_env``
+(the unit's main process and the environment it runs with).
 """
 
 import json
@@ -67,3 +68,14 @@ def releases(lab_host):
     """The release directories on the host."""
     root = lab_host.file("/opt/sglang/releases")
     return sorted(root.listdir()) if root.is_directory else []
+
+
+def main_pid(lab_host, unit=UNIT):
+    """The unit's main process id (0: none)."""
+    return int(lab_host.check_output("systemctl show --property=MainPID --value %s.service" % unit))
+
+
+def process_env(lab_host, unit=UNIT):
+    """The environment the unit's main process runs with (from /proc, not from the files that configure it)."""
+    raw = lab_host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % main_pid(lab_host, unit))
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)

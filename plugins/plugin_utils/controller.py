@@ -8,6 +8,7 @@ decisions are ``module_utils/host_lock.py``'s; this file only reads ``/proc`` an
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -54,19 +55,34 @@ def owner() -> str:
     return "%s@%s" % (user, socket.gethostname())
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _libc_prctl(option: int, value: int) -> int:
+    """prctl(2) through libc; -1 where there is none (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        return -1
+
+
 def guard_worker(
-    poll_s: float = 1.0, kill=os.killpg, exit_=os._exit, getppid=os.getppid, sleep=None
+    *, poll_s: float = 1.0, kill=os.killpg, exit_=os._exit, getppid=os.getppid, sleep=None, prctl=_libc_prctl
 ) -> threading.Thread:
     """End this worker, and its connection's processes, when the ansible-playbook process is gone.
 
     Ansible's workers leave the main process's process group (``setsid``): ansible-runner's cancel
     (SIGKILL to that group, the AWX cancel) and a kill of ansible-playbook leave the worker of a long
     task running (an async task's poll loop: the readiness wait), reparented, for as long as that task
-    lasts. A daemon thread notices the new parent and kills the worker's own process group (the worker
-    leads it, with its nsenter / ssh children). The host-side job it started is reaped by the next run.
+    lasts. Two guards: the kernel SIGKILLs the worker the moment its parent dies (``PR_SET_PDEATHSIG``,
+    Linux), and a daemon thread that notices the new parent kills the worker's own process group (the
+    worker leads it, with its nsenter / ssh children) where the first guard is not there or was late.
+    The host-side job it started is reaped by the next run.
     """
     parent = getppid()
     pause = sleep or threading.Event().wait
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a parent that died before this line is the thread's to see
 
     def watch():
         while True:

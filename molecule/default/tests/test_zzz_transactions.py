@@ -12,71 +12,25 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
-import threading
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
+import deploy_process
+from deploy_process import finish
+from scenario_fixtures import main_pid, process_env
+
 ROOT = "/opt/sglang"
 LOCK = ROOT + "/state/host.lock"
 JOB = ROOT + "/state/readiness.job"
 ENV_FILE = "/etc/sglang/sglang.env"
 
 
-def command(marker, extra=None):
+def start(marker, extra=None):
+    """A deploy (molecule/shared/deploy_process.py), ``marker`` in its environment, no report, a long lock wait."""
     extra_vars = {"sglang_service_report_dir": "", "sglang_service_lock_timeout_s": 500}
     if marker:
         extra_vars["sglang_service_environment"] = {"SPECDEC_TEST_RUN": marker}
     extra_vars.update(extra or {})
-    return [
-        str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
-        "-i",
-        os.environ["MOLECULE_INVENTORY_FILE"],
-        str(REPO / "playbooks" / "deploy.yml"),
-        "-e",
-        json.dumps(extra_vars),
-    ]
-
-
-def start(marker, extra=None):
-    """A deploy in its own process group (as ansible-runner starts one); its output collected by a thread."""
-    proc = subprocess.Popen(
-        command(marker, extra),
-        cwd=str(REPO),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-    )
-    proc.lines = []
-    proc.finished_at = None
-
-    def read():
-        for line in proc.stdout:
-            proc.lines.append(line)
-        proc.wait()
-        proc.finished_at = time.monotonic()
-
-    proc.reader = threading.Thread(target=read, daemon=True)
-    proc.reader.start()
-    return proc
-
-
-def finish(proc, timeout=900):
-    proc.reader.join(timeout)
-    assert not proc.reader.is_alive(), "the deploy did not end within %ss" % timeout
-    return " ".join("".join(proc.lines).split())  # warnings are wrapped to the terminal's width
-
-
-def main_pid(lab_host):
-    return int(lab_host.check_output("systemctl show --property=MainPID --value sglang.service"))
-
-
-def process_env(lab_host):
-    raw = lab_host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % main_pid(lab_host))
-    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+    return deploy_process.start(extra_vars)
 
 
 def record(lab_host):

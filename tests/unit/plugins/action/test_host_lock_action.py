@@ -3,7 +3,11 @@ a live one and one from another controller are waited for and then refused namin
 ends a worker whose ansible-playbook process is gone."""
 
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import types
 
 import pytest
@@ -87,7 +91,7 @@ def test_a_release_is_passed_through(monkeypatch):
 
 def test_the_guard_ends_a_worker_whose_playbook_process_is_gone():
     parents = iter([10, 10, 10, 1])  # the worker is reparented: ansible-playbook was killed
-    killed, exited, done = [], [], threading.Event()
+    killed, exited, prctls, done = [], [], [], threading.Event()
 
     def exit_(code):
         exited.append(code)
@@ -99,8 +103,58 @@ def test_the_guard_ends_a_worker_whose_playbook_process_is_gone():
         exit_=exit_,
         getppid=lambda: next(parents),
         sleep=lambda s: None,
+        prctl=lambda option, value: prctls.append((option, value)),
     )
     assert done.wait(5)
+    assert prctls == [(controller.PR_SET_PDEATHSIG, signal.SIGKILL)]  # the kernel's guard, asked first
     assert exited == [1]
     # The test process does not lead its group, so nothing was killed; a worker (setsid) does.
     assert killed == ([] if os.getpgrp() != os.getpid() else [(os.getpgrp(), 9)])
+
+
+CHILD_OF_A_PLAYBOOK = """
+import os, sys, time
+from ansible_collections.specdec.sglang.plugins.plugin_utils import controller
+pid = os.fork()
+if pid == 0:  # the worker: its own session, as Ansible's are; the thread would look only after an hour
+    os.setsid()
+    controller.guard_worker(poll_s=3600)
+    time.sleep(120)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_kernel_ends_the_worker_the_moment_its_playbook_process_is_killed():
+    playbook = subprocess.Popen(
+        [sys.executable, "-c", CHILD_OF_A_PLAYBOOK],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),  # this collection, as the tests import it
+    )
+    worker = int(playbook.stdout.readline())
+    try:
+        time.sleep(0.5)  # the worker has asked for its guard
+        os.kill(worker, 0)  # alive while its parent is
+        playbook.kill()
+        playbook.wait()
+        deadline = time.monotonic() + 5
+        while os.path.exists("/proc/%d" % worker) and "State:\tZ" not in _status(worker):
+            assert time.monotonic() < deadline, "the worker outlived its ansible-playbook: %s" % _status(worker)
+            time.sleep(0.05)
+    finally:
+        for pid in (worker, playbook.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _status(pid):
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            return handle.read()
+    except OSError:
+        return ""
