@@ -24,8 +24,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # readiness tasks takes to launch on a loaded 2-core machine, so the module is already watching when
 # the process dies (the timing under test; each timed test checks that it was).
 FAULT_AFTER_S = 90
-# A crash verdict must come well under 5 s after the process exits.
-CRASH_VERDICT_MAX_S = 4.0  # generous: measured 0.3-2.8 s with two test units at a time on 2 cores
+# A crash verdict comes within a poll (0.5 s) of the process's exit, not at a deadline (a probe's timeout,
+# the start-up timeout of 90 s). A regression bound, not the speed claim: measured 0.3-2.8 s with two test
+# units at a time on 2 cores, 4.8 s with three; the speed itself is benchmarks/readiness_verdicts.py's.
+CRASH_VERDICT_MAX_S = 8.0
 API_KEY = "lab-only-readiness-key"
 PORTS = iter(range(31001, 31100))
 
@@ -70,7 +72,7 @@ CASES = [
         "slow_start_timeout",
         "none",
         {"SGLANG_SIM_LOAD_S": "300"},
-        {"class": "timeout", "max_s": 12},
+        {"class": "timeout", "max_s": 30},  # the timeout (8 s) and a late probe, never the 300 s load
         startup_timeout=8,
     ),
     case("missing_model", "none", {}, {"class": "missing_model"}, model_path="/models/not-there"),
@@ -91,8 +93,9 @@ CASES = [
         {"SGLANG_SIM_FAULT_AFTER_S": "0.5", "SGLANG_SIM_DEATH_GRACE_S": str(FAULT_AFTER_S)},
         {"class": "scheduler_died", "timed": True},
     ),
-    case("abort", "abort", {}, {"class": "probe_failed", "probe_error": "abort", "max_s": 15}),
-    case("empty_output", "empty_output", {}, {"class": "probe_failed", "probe_error": "no_tokens", "max_s": 15}),
+    # The first probe's answer decides (measured 5-10 s, 21 s on a loaded 2-core machine), never the 90 s timeout.
+    case("abort", "abort", {}, {"class": "probe_failed", "probe_error": "abort", "max_s": 45}),
+    case("empty_output", "empty_output", {}, {"class": "probe_failed", "probe_error": "no_tokens", "max_s": 45}),
     case("empty_text", "empty_text", {}, {"ready": True}),
     case(
         "empty_text_required",
