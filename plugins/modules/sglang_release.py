@@ -587,7 +587,8 @@ class RecordWriteError(OSError):
     """The record step could not write (a full disk): the error, and the free space of the state directory."""
 
     def __init__(self, exc, free_bytes):
-        super().__init__(exc.errno, exc.strerror, exc.filename)
+        # A copy's error names the source first (filename) and the file it could not write second (filename2).
+        super().__init__(exc.errno, exc.strerror, getattr(exc, "filename2", None) or exc.filename)
         self.free_bytes = free_bytes
 
     def as_dict(self):

@@ -454,13 +454,14 @@ def test_a_full_disk_at_the_record_changes_nothing_and_leaves_no_temp_file(monke
         if len(copies) == 2:  # the second good copy meets a full disk
             with open(dest, "w") as handle:
                 handle.write("part")
-            raise OSError(28, "No space left on device", dest)
+            raise OSError(28, "No space left on device", src, None, dest)  # as shutil's sendfile copy says it
         return real(src, dest)
 
     monkeypatch.setattr(sglang_release.shutil, "copyfile", copyfile)
     out = run(monkeypatch, capsys, tree, step="record", release_id="r2", envelope="full")
     assert out["failed"] is True
     assert out["record_error"]["errno"] == "ENOSPC" and out["record_error"]["free_bytes"] > 0
+    assert out["record_error"]["path"] == copies[1]  # the file it could not write, not the one it read
     assert "no space left to record the release in" in out["msg"]
     after = {path.name: path.read_bytes() for path in tree["state"].iterdir()}
     assert after == before  # no temp file, no partial copy, the record unchanged
