@@ -107,10 +107,12 @@ def test_the_same_simulator_beside_the_pristine_engine_py_logs_the_key(deployed)
     out = on_host(
         "set -e; d=$(mktemp -d); mkdir -p $d/sglang/srt/entrypoints; : >$d/sglang/__init__.py; "
         f"cp {backup} $d/sglang/srt/entrypoints/engine.py; "
+        "PYTHONPATH=$d /opt/sglang/current/venv/bin/python -c 'import importlib.util as u; "
+        'print("sglang found in", u.find_spec("sglang").submodule_search_locations)\'; '
         "PYTHONPATH=$d SGLANG_SIM_LOAD_S=60 timeout 8 /opt/sglang/current/venv/bin/sglang-engine-simulator "
         "--config /etc/sglang/sglang.yaml --model-path /models/none --port 30999 2>&1 | grep -F server_args= || true;"
         " rm -rf $d",
         timeout=60,
     ).stdout
-    assert "server_args=ServerArgs(" in out
-    assert f"api_key={KEY!r}" in out  # the leak, with the pristine file
+    assert "server_args=ServerArgs(" in out, out
+    assert f"api_key={KEY!r}" in out, out  # the leak, with the pristine file (and where sglang was found)
