@@ -16,18 +16,23 @@ Cases run two at a time.
 
 import concurrent.futures
 import json
-import os
 import pathlib
 import re
-import subprocess
 import typing
 
 import pytest
 import yaml
+from private_lab import PrivateLab
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PREFIX = "specdec-badin-"
-CONTAINER = PREFIX + "lab1"
+LAB = PrivateLab(
+    "specdec-badin-",
+    ANSIBLE_DEPRECATION_WARNINGS="1",
+    ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+)
+CONTAINER = LAB.container
+sh = LAB.sh
 SECRET = "s3cret-matrix-key"
 
 
@@ -348,27 +353,6 @@ HOST_PLAYS = {
 }
 
 
-def env():
-    e = dict(os.environ)
-    e.update(
-        CONTAINERS_CONF=str(REPO / "lab" / "containers.conf"),
-        SPECDEC_LAB_PREFIX=PREFIX,
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_DEPRECATION_WARNINGS="1",
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    return e
-
-
-def sh(argv, timeout=600, check=True):
-    proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
 def play(playbook, extra):
     argv = ["ansible-playbook", playbook, "-l", "lab1"]
     for value in extra:
@@ -380,9 +364,7 @@ def play(playbook, extra):
 @pytest.fixture(scope="module")
 def matrix():
     """Run every case (two at a time) against one fresh lab host, then the control case."""
-    lab = str(REPO / "lab" / "bin" / "lab")
-    sh([lab, "down"], timeout=120, check=False)
-    sh([lab, "up", "1"])
+    LAB.up()
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             futures = {c.id: pool.submit(play, c.values[0].playbook, c.values[0].extra) for c in CASES}
@@ -395,7 +377,7 @@ def matrix():
         results["_stop_without_unit"] = play(STOP, ["sglang_service_unit_name=sglang-never-installed"])
         yield results
     finally:
-        sh([lab, "down"], timeout=120, check=False)
+        LAB.down()
 
 
 def validation_task_names(playbook):

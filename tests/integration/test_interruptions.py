@@ -36,10 +36,9 @@ import time
 
 import pytest
 import yaml
+from private_lab import PrivateLab
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PREFIX = "specdec-intr-"
-CONTAINER = PREFIX + "lab1"
 ROOT = "/opt/sglang"
 STATE = ROOT + "/state"
 UNIT = "sglang.service"
@@ -114,33 +113,13 @@ BOUNDARIES = [
 XFAIL = {}
 
 
-def env(**extra):
-    out = dict(os.environ)
-    out.update(
-        CONTAINERS_CONF=str(REPO / "lab" / "containers.conf"),
-        SPECDEC_LAB_PREFIX=PREFIX,
-        SPECDEC_REPO=str(REPO),
-        ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PY_COLORS="0",
-    )
-    out.update(extra)
-    return out
-
-
-def sh(argv, timeout=300, check=True):
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env(), check=False, cwd=REPO)
-    if check and proc.returncode != 0:
-        raise RuntimeError(
-            "expected %s to succeed, it exited %d:\n%s\n%s"
-            % (argv, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
-        )
-    return proc
-
-
-def on_host(script, check=True, timeout=120):
-    return sh(["podman", "exec", CONTAINER, "sh", "-c", script], timeout=timeout, check=check)
+LAB = PrivateLab(
+    "specdec-intr-",
+    SPECDEC_REPO=str(REPO),
+    ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection"),
+    PY_COLORS="0",
+)
+env, sh, on_host = LAB.env, LAB.sh, LAB.on_host
 
 
 class Run:
@@ -276,10 +255,9 @@ def temp_files():
 def lab(tmp_path_factory):
     """The lab host, prepared, with release A deployed and recorded."""
     tmp = tmp_path_factory.mktemp("interrupt")
-    lab_bin = str(REPO / "lab" / "bin" / "lab")
     state = {"tmp": tmp, "recorded": "A", "ids": {}, "timings": {}}
     reuse = os.environ.get("SPECDEC_INTERRUPT_REUSE_LAB") == "1"
-    if reuse and sh(["podman", "container", "exists", CONTAINER], check=False).returncode == 0 and record():
+    if reuse and sh(["podman", "container", "exists", LAB.container], check=False).returncode == 0 and record():
         # Development only: the lab host of an earlier run, kept (its record says which release runs).
         recorded = record()["release_id"]
         doc = json.loads(on_host("cat %s/releases/%s/release.json" % (ROOT, recorded)).stdout)
@@ -291,8 +269,7 @@ def lab(tmp_path_factory):
         state["ids"][state["recorded"]] = recorded
         yield state
         return
-    sh([lab_bin, "down"], timeout=120, check=False)
-    sh([lab_bin, "up", "1"], timeout=600)
+    LAB.up()
     try:
         started = time.monotonic()
         sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", "lab1", "-e", "ansible_connection=podman"], timeout=600)
@@ -307,7 +284,7 @@ def lab(tmp_path_factory):
         timings.write_text(json.dumps(state["timings"], indent=1))
         print("interruption matrix timings (s): %s" % json.dumps(state["timings"]))
         # Readiness jobs a case left behind (started by this test's runs) end with the host.
-        sh([lab_bin, "down"], timeout=120, check=False)
+        LAB.down()
 
 
 def _params():

@@ -18,17 +18,15 @@ with the lab's inventory (sglang_service_api_key set in inventory/group_vars/lab
 
 import hashlib
 import json
-import os
 import pathlib
-import subprocess
 
 import pytest
 import yaml
+from private_lab import PrivateLab
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PREFIX = "specdec-secrets-"
-CONTAINER = PREFIX + "lab1"
-LAB = str(REPO / "lab" / "bin" / "lab")
+LAB = PrivateLab("specdec-secrets-")
+sh, on_host = LAB.sh, LAB.on_host
 SERVICE_VARS = yaml.safe_load((REPO / "inventory" / "group_vars" / "lab" / "service.yml").read_text())
 KEY = SERVICE_VARS["sglang_service_api_key"]
 VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[
@@ -38,39 +36,16 @@ SET = yaml.safe_load((REPO / "patchsets" / f"redact-server-args-{VERSION}" / "pa
 ENGINE = "sglang/srt/entrypoints/engine.py"
 
 
-def env():
-    e = dict(os.environ)
-    e.update(
-        CONTAINERS_CONF=str(REPO / "lab" / "containers.conf"),
-        SPECDEC_LAB_PREFIX=PREFIX,
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_NOCOLOR="1",
-    )
-    return e
-
-
-def sh(argv, timeout=900, check=True):
-    proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
-
-def on_host(script, timeout=120, check=True):
-    return sh(["podman", "exec", CONTAINER, "sh", "-c", script], timeout=timeout, check=check)
-
-
 @pytest.fixture(scope="module")
 def deployed():
     """A lab host deployed with the lab's inventory (API key set); the deploy's output."""
-    sh([LAB, "down"], timeout=120, check=False)
-    sh([LAB, "up", "1"])
+    LAB.up()
     try:
         sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", "lab1"])
         deploy = sh(["ansible-playbook", "deploy.yml", "-l", "lab1"], timeout=1500)
         yield deploy.stdout
     finally:
-        sh([LAB, "down"], timeout=120, check=False)
+        LAB.down()
 
 
 def release_file(path):
