@@ -125,11 +125,14 @@ class Lab:
             project=self.project,
         )
         assert pdd.errors == []
-        state = {"cancel": False}
+        state = {"cancel": False, "running": None}
 
         def on_event(event):
-            data = event.get("event_data", {})
-            if cancel_on and event.get("event") == "runner_on_start" and data.get("resolved_action") == cancel_on:
+            # Cancel once the task's async job runs on the host and has been polled: the first poll event
+            # after that task started (a poll event names the async_status task, not the one polled).
+            if event.get("event") == "runner_on_start":
+                state["running"] = event.get("event_data", {}).get("resolved_action")
+            if cancel_on and event.get("event") == "runner_on_async_poll" and state["running"] == cancel_on:
                 state["cancel"] = True
 
         return awx_job.run_job(pdd, event_handler=on_event, cancel_callback=lambda: state["cancel"])
@@ -294,11 +297,18 @@ def test_cancel_while_readiness_waits_leaves_the_host_consistent(lab):
     assert on_host(f"test -f {ROOT}/releases/{lab.release['B']}/.complete", check=False).returncode == 0
     # The cancel SIGKILLs ansible-playbook's process group; its worker polling the readiness wait (its own
     # session) ends with it instead of polling for the whole async budget (it was left for 40+ minutes).
-    assert controller_processes_of(result.private_data_dir, within_s=10) == []
+    left = controller_processes_of(result.private_data_dir, within_s=30)
+    assert left == [], ps(left)
     # The readiness job still runs on the host, recorded there: the next run reaps it.
     job = json.loads(on_host(f"cat {ROOT}/state/readiness.job").stdout)
     lab.cancelled_job = job
     assert on_host(f"kill -0 {job['pid']}", check=False).returncode == 0
+
+
+def ps(pids):
+    """What ps says of these processes (state, parent, group, session, age, command)."""
+    argv = ["ps", "-o", "pid,ppid,pgid,sid,stat,etime,args", "-p", ",".join(map(str, pids))]
+    return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
 
 
 def controller_processes_of(private_data_dir, within_s):
@@ -322,10 +332,12 @@ def test_next_deploy_recovers_after_the_cancel(lab):
     started = time.monotonic()
     result = lab.job("sglang deploy", host_vars=RELEASE_B_VARS)
     assert (result.status, result.rc) == ("successful", 0), result.stdout[-3000:]
-    # The cancelled run's lock is taken over at once (its ansible-playbook is gone), not after a timeout,
-    # and its readiness job on the host is ended.
+    # The cancelled run's lock is taken over at once (its ansible-playbook is gone): a wait for it would have
+    # ended in a refusal after sglang_service_lock_timeout_s (120 s), not in a deploy. Its readiness job on
+    # the host is ended. The time is a regression bound for the whole deploy (124 s measured on a loaded
+    # 2-core machine), not a speed claim.
     assert "is gone (the run was interrupted)" in " ".join(result.stdout.split())
-    assert time.monotonic() - started < 120
+    assert time.monotonic() - started < 400
     job = lab.cancelled_job  # the cancel test's (these cases run in order on one lab host)
     assert job is not None, "the cancel test did not run before"
     assert on_host(f"kill -0 {job['pid']}", check=False).returncode != 0
