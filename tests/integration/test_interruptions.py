@@ -21,8 +21,6 @@ Each case:
    (checked on the host against the set's manifest), no temporary file is left in the runtime root or
    the state dir, and no readiness job of an earlier run still probes.
 
-Cases whose failure belongs to the service role or the playbooks (the host lock, drift detection,
-readiness-job reaping, record-step rollback: branch ``lock``) are strict xfails with the observed failure.
 The release build is reused where the boundary allows: only the build, overlay and patch cases build.
 """
 
@@ -107,11 +105,6 @@ BOUNDARIES = [
     # Record: the new release is verified, not recorded.
     Boundary("record", "Record the release that proved good"),
 ]
-
-# Failures whose fix is the service role's or the playbooks' (branch `lock`): strict, so they are
-# flipped when that work lands. Filled from the observed failures.
-XFAIL = {}
-
 
 LAB = PrivateLab(
     "specdec-intr-",
@@ -289,8 +282,7 @@ def lab(tmp_path_factory):
 
 def _params():
     for boundary in BOUNDARIES:
-        marks = [pytest.mark.xfail(strict=True, reason=XFAIL[boundary.name])] if boundary.name in XFAIL else []
-        yield pytest.param(boundary, id=boundary.name, marks=marks)
+        yield pytest.param(boundary, id=boundary.name)
 
 
 @pytest.mark.parametrize("boundary", list(_params()))
