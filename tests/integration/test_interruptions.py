@@ -280,12 +280,7 @@ def lab(tmp_path_factory):
         LAB.down()
 
 
-def _params():
-    for boundary in BOUNDARIES:
-        yield pytest.param(boundary, id=boundary.name)
-
-
-@pytest.mark.parametrize("boundary", list(_params()))
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=[boundary.name for boundary in BOUNDARIES])
 def test_interrupted_deploy_converges_on_the_next_run(lab, boundary):
     tmp = lab["tmp"]
     target = "B" if lab["recorded"] == "A" else "A"
