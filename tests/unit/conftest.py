@@ -8,6 +8,7 @@ import ipaddress
 import socket
 
 import pytest
+from ansible.module_utils.common import warnings
 
 
 class NetworkUsedInUnitTest(AssertionError):
@@ -50,8 +51,6 @@ def fresh_module_warnings():
     A module's warn() lands in a module-level collection that exit_json() reports; in a real run
     every module is its own process, so one test's warnings must not show up in the next one's result.
     """
-    from ansible.module_utils.common import warnings
-
     for name in ("_global_warnings", "_global_deprecations"):
         getattr(warnings, name).clear()  # a list up to 2.18, a dict from 2.19
     yield
