@@ -75,14 +75,16 @@ def guard_worker(
     Ansible's workers leave the main process's process group (``setsid``): ansible-runner's cancel
     (SIGKILL to that group, the AWX cancel) and a kill of ansible-playbook leave the worker of a long
     task running (an async task's poll loop: the readiness wait), reparented, for as long as that task
-    lasts. Two guards: the kernel SIGKILLs the worker the moment its parent dies (``PR_SET_PDEATHSIG``,
-    Linux), and a daemon thread that notices the new parent kills the worker's own process group (the
-    worker leads it, with its nsenter / ssh children) where the first guard is not there or was late.
+    lasts. Two guards: the kernel sends the worker SIGTERM the moment its parent dies
+    (``PR_SET_PDEATHSIG``, Linux), which Ansible's worker answers by sending SIGTERM to its own process
+    group (``WorkerProcess._term``: the worker and its nsenter / ssh children end; a SIGKILL here would
+    end the worker alone and leave its children); and a daemon thread that notices the new parent
+    kills that process group where the first guard is not there or was late.
     The host-side job it started is reaped by the next run.
     """
     parent = getppid()
     pause = sleep or threading.Event().wait
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a parent that died before this line is the thread's to see
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # a parent that died before this line is the thread's to see
 
     def watch():
         while True:

@@ -13,6 +13,7 @@ import os
 import pathlib
 import signal
 import time
+import uuid
 
 import deploy_process
 from deploy_process import finish
@@ -84,9 +85,8 @@ def alive(lab_host, pid):
 
 def test_a_cancelled_deploy_leaves_nothing_running_and_its_drift_is_found_and_healed(lab_host):
     serving = process_env(lab_host).get("SPECDEC_TEST_RUN")  # the inputs of the recorded deploy
-    slow = start(
-        "cancelled", {"sglang_service_environment": {"SPECDEC_TEST_RUN": "cancelled", "SGLANG_SIM_LOAD_S": "120"}}
-    )
+    marker = "cancelled-" + uuid.uuid4().hex  # on no other process of this machine (CI runs units side by side)
+    slow = start(marker, {"sglang_service_environment": {"SPECDEC_TEST_RUN": marker, "SGLANG_SIM_LOAD_S": "120"}})
     deadline = time.monotonic() + 600
     while not any("Wait for a real generation" in line for line in slow.lines):
         assert slow.poll() is None and time.monotonic() < deadline, "".join(slow.lines)[-3000:]
@@ -99,15 +99,15 @@ def test_a_cancelled_deploy_leaves_nothing_running_and_its_drift_is_found_and_he
     finish(slow)
     # Ansible's worker of the readiness wait (its own session) ends with its ansible-playbook.
     deadline = time.monotonic() + 30  # the guard looks once a second; a loaded CI machine is slow to schedule it
-    while controller_processes("cancelled") and time.monotonic() < deadline:
+    while controller_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = controller_processes("cancelled")
+    left = controller_processes(marker)
     assert left == [], [describe(pid) for pid in left]
     lock = json.loads(lab_host.file(LOCK).content_string)  # left behind by the killed run
     assert lock["controller_pid"] == slow.pid
     job = json.loads(lab_host.file(JOB).content_string)
     assert job["jid"] and alive(lab_host, job["pid"])  # its readiness job still runs on the host
-    assert process_env(lab_host)["SPECDEC_TEST_RUN"] == "cancelled"
+    assert process_env(lab_host)["SPECDEC_TEST_RUN"] == marker
     # A later interrupted run put every file back: each equals its good copy, the unit runs another environment.
     lab_host.check_output("cp %s/state/last_good/sglang.env %s" % (ROOT, ENV_FILE))
 

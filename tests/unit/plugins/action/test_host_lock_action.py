@@ -106,18 +106,28 @@ def test_the_guard_ends_a_worker_whose_playbook_process_is_gone():
         prctl=lambda option, value: prctls.append((option, value)),
     )
     assert done.wait(5)
-    assert prctls == [(controller.PR_SET_PDEATHSIG, signal.SIGKILL)]  # the kernel's guard, asked first
+    assert prctls == [(controller.PR_SET_PDEATHSIG, signal.SIGTERM)]  # the kernel's guard, asked first
     assert exited == [1]
     # The test process does not lead its group, so nothing was killed; a worker (setsid) does.
     assert killed == ([] if os.getpgrp() != os.getpid() else [(os.getpgrp(), 9)])
 
 
 CHILD_OF_A_PLAYBOOK = """
-import os, sys, time
+import os, signal, sys, time
 from ansible_collections.specdec.sglang.plugins.plugin_utils import controller
 pid = os.fork()
 if pid == 0:  # the worker: its own session, as Ansible's are; the thread would look only after an hour
     os.setsid()
+    def term(signum, frame):  # Ansible's WorkerProcess._term: the signal to its whole group, then exit
+        signal.signal(signum, signal.SIG_DFL)
+        os.killpg(os.getpid(), signum)
+        os._exit(1)
+    signal.signal(signal.SIGTERM, term)
+    connection = os.fork()
+    if connection == 0:  # the worker's connection process (nsenter / ssh): in the worker's group
+        time.sleep(120)
+        os._exit(0)
+    print(connection, flush=True)
     controller.guard_worker(poll_s=3600)
     time.sleep(120)
     os._exit(0)
@@ -126,8 +136,12 @@ time.sleep(120)
 """
 
 
+def _ended(pid):
+    return not os.path.exists("/proc/%d" % pid) or "State:\tZ" in _status(pid)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_the_kernel_ends_the_worker_the_moment_its_playbook_process_is_killed():
+def test_the_kernel_ends_the_worker_and_its_connection_the_moment_its_playbook_process_is_killed():
     playbook = subprocess.Popen(
         [sys.executable, "-c", CHILD_OF_A_PLAYBOOK],
         stdout=subprocess.PIPE,
@@ -135,17 +149,22 @@ def test_the_kernel_ends_the_worker_the_moment_its_playbook_process_is_killed():
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),  # this collection, as the tests import it
     )
     worker = int(playbook.stdout.readline())
+    connection = int(playbook.stdout.readline())
     try:
         time.sleep(0.5)  # the worker has asked for its guard
         os.kill(worker, 0)  # alive while its parent is
+        os.kill(connection, 0)
         playbook.kill()
         playbook.wait()
         deadline = time.monotonic() + 5
-        while os.path.exists("/proc/%d" % worker) and "State:\tZ" not in _status(worker):
-            assert time.monotonic() < deadline, "the worker outlived its ansible-playbook: %s" % _status(worker)
+        while not (_ended(worker) and _ended(connection)):
+            assert time.monotonic() < deadline, "outlived their ansible-playbook: worker %s, connection %s" % (
+                _status(worker)[:200],
+                _status(connection)[:200],
+            )
             time.sleep(0.05)
     finally:
-        for pid in (worker, playbook.pid):
+        for pid in (connection, worker, playbook.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
