@@ -2,7 +2,7 @@
 
 The timer runs sglang-watch.service every 10 s (timeout 20 s, action report). Faults are injected into the
 running engine simulator by signal (its test hooks): SIGUSR2 collapses the accept length, SIGUSR1 wedges it.
-- the collapse is seen by the timer within interval + timeout, journaled with class and hint, written to the
+- the collapse is seen by the timer within interval + 2 x timeout (SEEN_WITHIN), journaled with class and hint, written to the
   textfile, and (action report) the unit is left alone;
 - the wedge is seen the same way; the watchdog run by hand with --action restart restarts the unit and
   generation comes back.
@@ -15,6 +15,10 @@ from lab_snapshot import snapshot
 from prometheus_client.parser import text_string_to_metric_families
 
 INTERVAL, TIMEOUT = 10, 20
+# A fault is seen by the run after the one under way when it starts (that run may still see the server
+# healthy and last up to TIMEOUT; the next starts INTERVAL after it ends and needs up to TIMEOUT to judge);
+# 10 s more for a loaded machine (CI runs two lab units on two cores).
+SEEN_WITHIN = INTERVAL + 2 * TIMEOUT + 10
 PROM = "/var/lib/node_exporter/textfile_collector/sglang_watch.prom"
 
 
@@ -43,7 +47,7 @@ def wait_verdict(lab_host, want, within):
 @pytest.fixture(scope="module")
 def healthy(lab_host):
     assert lab_host.service("sglang-watch.timer").is_running
-    wait_verdict(lab_host, "ok", INTERVAL + TIMEOUT + 5)
+    wait_verdict(lab_host, "ok", SEEN_WITHIN)
     return main_pid(lab_host)
 
 
@@ -59,8 +63,8 @@ def test_a_healthy_server_is_ok_in_the_textfile(lab_host, healthy):
 def test_an_accept_length_collapse_is_seen_and_report_leaves_the_unit_alone(lab_host, healthy):
     injected = time.monotonic()
     lab_host.check_output("systemctl kill --kill-whom=main -s SIGUSR2 sglang.service")
-    seen = wait_verdict(lab_host, "low_acceptance", INTERVAL + TIMEOUT + 5)
-    assert seen - injected <= INTERVAL + TIMEOUT + 5
+    seen = wait_verdict(lab_host, "low_acceptance", SEEN_WITHIN)
+    assert seen - injected <= SEEN_WITHIN
     journal = lab_host.check_output("journalctl -u sglang-watch.service --no-pager -o cat")
     assert "verdict=low_acceptance" in journal and "hint=speculative accept length is below" in journal
     assert "left alone (action report)" in journal
@@ -70,18 +74,18 @@ def test_an_accept_length_collapse_is_seen_and_report_leaves_the_unit_alone(lab_
 def test_a_wedge_is_seen_and_a_restart_brings_generation_back(lab_host, healthy):
     injected = time.monotonic()
     lab_host.check_output("systemctl kill --kill-whom=main -s SIGUSR1 sglang.service")
-    seen = wait_verdict(lab_host, "wedged", INTERVAL + TIMEOUT + 5)
-    assert seen - injected <= INTERVAL + TIMEOUT + 5
+    seen = wait_verdict(lab_host, "wedged", SEEN_WITHIN)
+    assert seen - injected <= SEEN_WITHIN
     wedged_pid = main_pid(lab_host)
     run = lab_host.run("/usr/local/bin/sglang-watch --action restart")
     assert run.rc == 1, run.stdout + run.stderr
     assert "verdict=wedged" in run.stdout and "sglang.service restarted" in run.stdout
     assert main_pid(lab_host) != wedged_pid
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # the restarted server loads (slower on a loaded machine)
     while time.monotonic() < deadline:
         answer = snapshot(lab_host)["generate_with_key"]
         if answer["status"] == 200:
             break
         time.sleep(1)
     assert answer["status"] == 200 and answer["body"]["meta_info"]["completion_tokens"] > 0
-    wait_verdict(lab_host, "ok", INTERVAL + TIMEOUT + 5)
+    wait_verdict(lab_host, "ok", SEEN_WITHIN)
