@@ -449,6 +449,11 @@ def release_of(plan: dict, python: dict) -> dict:
     return {"release_id": identifier, "release_dir": directory, "venv_dir": posixpath.join(directory, "venv")}
 
 
+def manifest_by_source(manifest) -> dict:
+    """The manifest's entries per install source (each of ``runtime_manifest.SOURCES``, in manifest order)."""
+    return {source: [e for e in manifest or [] if e.get("source") == source] for source in SOURCES}
+
+
 def build_plan(
     inputs: dict, known: dict, available_sets, read_wheel_metadata, *, fetch_index_metadata=None, check_inputs=None
 ) -> dict:
@@ -499,6 +504,7 @@ def build_plan(
         "runtime": runtime.get("runtime", {}),
         "manifest": manifest,
         "manifest_derived": derived["derived"],
+        "manifest_by_source": manifest_by_source(manifest),
         "python_version": str(inputs.get("python_version") or ""),
         "reference_venv": str(inputs.get("reference_venv") or ""),
         "coherence": {"checked": runtime.get("checked", 0), "accepted_conflicts": runtime.get("overridden", [])},

@@ -59,6 +59,11 @@ def test_the_gpu_inventory_sources_apply_and_unnamed_packages_come_from_the_inde
     sources = {e["name"]: e["source"] for e in built["plan"]["manifest"]}
     assert sources["torch"] == "reference_venv"
     assert {s for n, s in sources.items() if n != "torch"} == {"index"}
+    # The install tasks take each source's entries from the plan, in manifest order, every source named.
+    by_source = built["plan"]["manifest_by_source"]
+    assert [e["name"] for e in by_source["reference_venv"]] == ["torch"]
+    assert by_source["index"] == [e for e in built["plan"]["manifest"] if e["name"] != "torch"]
+    assert by_source["wheelhouse"] == []
 
 
 def test_the_default_release_inputs_equal_those_of_the_former_explicit_gpu_manifest():
