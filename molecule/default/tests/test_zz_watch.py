@@ -2,8 +2,8 @@
 
 The timer runs sglang-watch.service every 10 s (timeout 20 s, action report). Faults are injected into the
 running engine simulator by signal (its test hooks): SIGUSR2 collapses the accept length, SIGUSR1 wedges it.
-- the collapse is seen by the timer within interval + 2 x timeout (SEEN_WITHIN), journaled with class and hint, written to the
-  textfile, and (action report) the unit is left alone;
+- the collapse is seen by the timer within interval + 2 x timeout (SEEN_WITHIN), journaled with class and hint,
+  written to the textfile, and (action report) the unit is left alone;
 - the wedge is seen the same way; the watchdog run by hand with --action restart restarts the unit and
   generation comes back.
 """

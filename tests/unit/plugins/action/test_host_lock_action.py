@@ -127,11 +127,11 @@ if pid == 0:  # the worker: its own session, as Ansible's are; the thread would 
     if connection == 0:  # the worker's connection process (nsenter / ssh): in the worker's group
         time.sleep(120)
         os._exit(0)
-    print(connection, flush=True)
     controller.guard_worker(poll_s=3600)
+    os.write(1, b"connection %d\\n" % connection)  # once the guard is asked for; one write, one line
     time.sleep(120)
     os._exit(0)
-print(pid, flush=True)
+os.write(1, b"worker %d\\n" % pid)
 time.sleep(120)
 """
 
@@ -148,10 +148,9 @@ def test_the_kernel_ends_the_worker_and_its_connection_the_moment_its_playbook_p
         text=True,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),  # this collection, as the tests import it
     )
-    worker = int(playbook.stdout.readline())
-    connection = int(playbook.stdout.readline())
+    pids = dict(playbook.stdout.readline().split() for _ in range(2))  # the two lines, in either order
+    worker, connection = int(pids["worker"]), int(pids["connection"])
     try:
-        time.sleep(0.5)  # the worker has asked for its guard
         os.kill(worker, 0)  # alive while its parent is
         os.kill(connection, 0)
         playbook.kill()
