@@ -421,10 +421,14 @@ class Readiness:
 
         A /health still unanswered after SLOW_HEALTH_503_S is left to finish on its own: "Starting"
         answers at once, so the engine is past start-up, and a real generation decides (a wedged
-        engine's /health hangs for SGLANG_HEALTH_CHECK_TIMEOUT, 20 s by default).
+        engine's /health hangs for SGLANG_HEALTH_CHECK_TIMEOUT, 20 s by default). Unless nothing
+        listens on the port: then the call is a refused connect that a busy host has not reported
+        yet, and the engine is still loading.
         """
         name, task, timeout, started = pending
         if name == "health" and not task.done() and now - started >= SLOW_HEALTH_503_S:
+            if self._port_closed():
+                return pending, None
             self.phase = "probing"
             return None, None
         if task.done():
@@ -481,6 +485,15 @@ class Readiness:
     def _root_pid(self):
         detail = self._watch.detail if self._watch is not None else {}
         return detail.get("main_pid") or detail.get("pid") or 0
+
+    def _port_closed(self):
+        """Whether the port check sees nothing listening on the port (False when it cannot tell)."""
+        if self.port_check is None or not self.params.port:
+            return False
+        try:
+            return self.port_check(self.params.port, self._root_pid()).get("state") == "free"
+        except Exception:  # informative only, as in _owner_verdict
+            return False
 
     def _owner_verdict(self):
         """Something answers on the port: it must be the watched tree's listener, or ``port_in_use``.

@@ -360,6 +360,50 @@ def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generat
     assert sglang.paths("GET").count("/health") == 1
 
 
+def test_a_refused_health_reported_late_on_a_busy_host_keeps_loading_while_nothing_listens():
+    """A loaded 2-core machine reported a refused /health after more than a second; nothing listened (the
+    port check says free), so the engine was still loading: no generation is sent, the timeout says loading."""
+
+    def behaviour(t):
+        return {("GET", "/health"): REFUSED, ("POST", "/generate"): REFUSED}
+
+    readiness, _clock, sglang, _ = make(behaviour, startup_timeout=8, port=30000)
+    refused_at_once = readiness.prober._open_url
+
+    def refused_late(url, **kwargs):
+        try:
+            return refused_at_once(url, **kwargs)
+        finally:
+            if url.endswith("/health"):
+                sglang._latency = 2.5
+
+    readiness.prober._open_url = refused_late
+    checks = []
+    readiness.port_check = lambda port, root: checks.append(port) or {"state": "free", "port": port, "reason": "free"}
+    result = readiness.run()
+    assert result["failure_class"] == "timeout" and result["failed_in_phase"] == "loading", result["reason"]
+    assert sglang.paths("POST") == []
+    assert checks and set(checks) == {30000}
+
+
+def test_a_health_call_still_unanswered_while_the_port_is_own_hands_over_to_the_generation():
+    """The port check sees the tree's own listener: a hanging /health is the engine's, and a generation decides."""
+
+    def behaviour(t):
+        return {
+            ("GET", "/health"): HANG,
+            ("POST", "/generate"): (0.4, 200, generated()),
+            ("GET", "/server_info"): (0.02, 200, SERVER_INFO),
+        }
+
+    readiness, _clock, sglang, _ = make(behaviour, port=30000)
+    readiness.port_check = lambda port, root: {"state": "own", "port": port, "reason": "own"}
+    result = readiness.run()
+    assert result["ready"] is True
+    assert result["elapsed_s"] <= 1.0 + 0.5 + 0.4 + 0.1
+    assert sglang.paths("GET").count("/health") == 1
+
+
 def test_the_ready_moment_is_seen_within_the_warming_poll():
     """While /health answers 503 at once it is polled every WARMING_POLL_S, not every poll interval."""
     readiness, _clock, sglang, _ = make(healthy_server(load_s=10, warm_s=2), poll_interval=0.5)
