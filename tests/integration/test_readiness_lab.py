@@ -35,6 +35,10 @@ PORTS = iter(range(31001, 31100))
 def case(name, fault="none", env=None, expect=None, **kwargs):
     data = {"name": name, "fault": fault, "env": dict(env or {}), "expect": expect or {}, "port": next(PORTS)}
     data.update(kwargs)
+    if data["expect"].get("timed"):
+        # The module must still be waiting when the fault fires (FAULT_AFTER_S in), however soon it started:
+        # on an idle machine it starts seconds after its unit, and a 90 s deadline would end it first.
+        data.setdefault("startup_timeout", FAULT_AFTER_S + 60)
     return data
 
 
@@ -86,12 +90,15 @@ CASES = [
         probe={"timeout": 6},
         negative_control=True,
     ),
-    # The scheduler dies 0.5 s after the ready line; the process is SIGKILLed FAULT_AFTER_S later.
+    # The scheduler dies 0.5 s after the ready line; the process is SIGKILLed FAULT_AFTER_S later. The test
+    # generation hangs meanwhile (no scheduler): its timeout outlasts that, or the verdict would be a wedge
+    # (seen on an idle machine, where the probe started right after the ready line: wedged at 64 s).
     case(
         "scheduler_death",
         "scheduler_death",
         {"SGLANG_SIM_FAULT_AFTER_S": "0.5", "SGLANG_SIM_DEATH_GRACE_S": str(FAULT_AFTER_S)},
         {"class": "scheduler_died", "timed": True},
+        probe={"timeout": FAULT_AFTER_S + 30},
     ),
     # The first probe's answer decides (measured 5-10 s, 21 s on a loaded 2-core machine), never the 90 s timeout.
     case("abort", "abort", {}, {"class": "probe_failed", "probe_error": "abort", "max_s": 45}),
