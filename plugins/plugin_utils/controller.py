@@ -98,5 +98,23 @@ def guard_worker(
                 return
 
     thread = threading.Thread(target=watch, name="sglang-parent-guard", daemon=True)
-    thread.start()
+    _start_with_blocked(thread, signal.SIGTERM)
     return thread
+
+
+def _start_with_blocked(thread, signum):
+    """Start ``thread`` with ``signum`` blocked in it (a new thread inherits its creator's mask).
+
+    Python runs signal handlers in the main thread: a SIGTERM the kernel hands to this sleeping guard
+    thread would wait for the main thread's next bytecode (the end of its sleep). Blocked here, the
+    kernel hands it to a thread that takes it, the main thread, whose sleep it interrupts.
+    """
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        thread.start()
+        return
+    old = mask(signal.SIG_BLOCK, {signum})
+    try:
+        thread.start()
+    finally:
+        mask(signal.SIG_SETMASK, old)
