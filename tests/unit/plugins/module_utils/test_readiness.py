@@ -343,7 +343,8 @@ def test_wedged_engine_is_never_ready():
     assert "/server_info" not in sglang.paths()
 
 
-def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generation():
+@pytest.mark.parametrize("port_state", [None, "own"])  # no port check / the tree's own listener
+def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generation(port_state):
     """ "Starting" answers /health at once: one that hangs is the engine's own health generation."""
 
     def behaviour(t):
@@ -353,7 +354,9 @@ def test_a_health_call_still_unanswered_after_a_second_hands_over_to_the_generat
             ("GET", "/server_info"): (0.02, 200, SERVER_INFO),
         }
 
-    readiness, _clock, sglang, _ = make(behaviour)
+    readiness, _clock, sglang, _ = make(behaviour, port=30000 if port_state else 0)
+    if port_state:
+        readiness.port_check = lambda port, root: {"state": port_state, "port": port, "reason": port_state}
     result = readiness.run()
     assert result["ready"] is True
     assert result["elapsed_s"] <= 1.0 + 0.5 + 0.4 + 0.1  # slow-health cut, one wait, the generation, info
@@ -384,24 +387,6 @@ def test_a_refused_health_reported_late_on_a_busy_host_keeps_loading_while_nothi
     assert result["failure_class"] == "timeout" and result["failed_in_phase"] == "loading", result["reason"]
     assert sglang.paths("POST") == []
     assert checks and set(checks) == {30000}
-
-
-def test_a_health_call_still_unanswered_while_the_port_is_own_hands_over_to_the_generation():
-    """The port check sees the tree's own listener: a hanging /health is the engine's, and a generation decides."""
-
-    def behaviour(t):
-        return {
-            ("GET", "/health"): HANG,
-            ("POST", "/generate"): (0.4, 200, generated()),
-            ("GET", "/server_info"): (0.02, 200, SERVER_INFO),
-        }
-
-    readiness, _clock, sglang, _ = make(behaviour, port=30000)
-    readiness.port_check = lambda port, root: {"state": "own", "port": port, "reason": "own"}
-    result = readiness.run()
-    assert result["ready"] is True
-    assert result["elapsed_s"] <= 1.0 + 0.5 + 0.4 + 0.1
-    assert sglang.paths("GET").count("/health") == 1
 
 
 def test_the_ready_moment_is_seen_within_the_warming_poll():
