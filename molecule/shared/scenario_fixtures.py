@@ -15,12 +15,15 @@ the ``current`` link points), ``releases`` (the release directories), ``main_pid
 """
 
 import json
+import shlex
+import time
 
 import pytest
 from lab_host import lab_host as _lab_host
 from lab_snapshot import controller_reports, snapshot
 
 UNIT = "sglang"
+LOCK = "/opt/sglang/state/host.lock"
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +82,17 @@ def process_env(lab_host, unit=UNIT):
     """The environment the unit's main process runs with (from /proc, not from the files that configure it)."""
     raw = lab_host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % main_pid(lab_host, unit))
     return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def place_lock(lab_host, boot_id):
+    """Another run's host lock (run otherrun0000 of alice@ctl9), as taken in the boot ``boot_id``."""
+    held = {
+        "run_id": "otherrun0000",
+        "owner": "alice@ctl9",
+        "controller_pid": 4242,
+        "play": "Deploy",
+        "started_at": time.time(),
+        "boot_id": boot_id,
+        "pid": 0,
+    }
+    lab_host.check_output("umask 077 && printf '%%s\\n' %s > %s" % (shlex.quote(json.dumps(held)), LOCK))

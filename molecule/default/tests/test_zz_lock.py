@@ -1,6 +1,6 @@
 """The host lock on the lab host (issue 23): a deploy finds another run's live lock, waits, is refused naming
-the holder and changes nothing; a stale lock (taken before the host's last boot) is taken over, said so, and
-released at the end.
+the holder and changes nothing. (A stale lock, taken before the host's last boot, is taken over by the first
+of the two deploys of test_zzz_transactions.py, which saves a deploy of its own.)
 
 Runs after test_default.py (file order): the converge and idempotence runs released their lock.
 """
@@ -8,13 +8,13 @@ Runs after test_default.py (file order): the converge and idempotence runs relea
 import json
 import os
 import pathlib
-import shlex
 import subprocess
 import sys
 import time
 
+from scenario_fixtures import LOCK, place_lock
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
-LOCK = "/opt/sglang/state/host.lock"
 
 
 def show(lab_host):
@@ -41,23 +41,10 @@ def deploy(*extra):
     )
 
 
-def place(lab_host, boot_id):
-    held = {
-        "run_id": "otherrun0000",
-        "owner": "alice@ctl9",
-        "controller_pid": 4242,
-        "play": "Deploy",
-        "started_at": time.time(),
-        "boot_id": boot_id,
-        "pid": 0,
-    }
-    lab_host.check_output("umask 077 && printf '%%s\\n' %s > %s" % (shlex.quote(json.dumps(held)), LOCK))
-
-
 def test_a_deploy_while_another_run_holds_the_lock_is_refused_naming_it(lab_host):
     assert not lab_host.file(LOCK).exists  # the earlier runs released theirs
     boot_id = lab_host.check_output("cat /proc/sys/kernel/random/boot_id").strip()
-    place(lab_host, boot_id)
+    place_lock(lab_host, boot_id)
     before = show(lab_host)
     try:
         started = time.monotonic()
@@ -71,12 +58,3 @@ def test_a_deploy_while_another_run_holds_the_lock_is_refused_naming_it(lab_host
         assert show(lab_host) == before
     finally:
         lab_host.check_output("rm -f %s" % LOCK)
-
-
-def test_a_lock_from_before_the_last_boot_is_taken_over_said_and_released(lab_host):
-    place(lab_host, "00000000-not-this-boot")
-    proc = deploy()
-    out = " ".join((proc.stdout + proc.stderr).split())  # warnings are wrapped to the terminal's width
-    assert proc.returncode == 0, out[-3000:]
-    assert "taking over the stale lock of run otherrun0000" in out and "the host rebooted" in out, out[-3000:]
-    assert not lab_host.file(LOCK).exists

@@ -1,7 +1,9 @@
 """Deploys as transactions on the lab host (issue 23), after every other check of this scenario (file order):
 
-- two deploys started at once: one waits for the host lock, both finish, and the host is left in the state of
-  the one that finished last (its environment in the file, in the running process and in the record);
+- two deploys started at once onto a stale lock (another run's, taken before the host's last boot): the first
+  to reach the host takes it over and says so, the other waits for the host lock, both finish, and the host is
+  left in the state of the one that finished last (its environment in the file, in the running process and in
+  the record), with no lock left;
 - a deploy killed the way ansible-runner cancels an AWX job (SIGKILL to ansible-playbook's process group) while
   readiness waits: none of its processes stays on the controller; the next plain deploy takes its lock over at
   once (said), ends its readiness job on the host and removes its async leftovers, finds the process it
@@ -17,10 +19,9 @@ import uuid
 
 import deploy_process
 from deploy_process import finish
-from scenario_fixtures import main_pid, process_env
+from scenario_fixtures import LOCK, main_pid, place_lock, process_env
 
 ROOT = "/opt/sglang"
-LOCK = ROOT + "/state/host.lock"
 JOB = ROOT + "/state/readiness.job"
 ENV_FILE = "/etc/sglang/sglang.env"
 
@@ -63,12 +64,18 @@ def describe(pid):
     return "%d state=%s ppid=%s pgrp=%s session=%s: %s" % (pid, state, ppid, pgrp, session, cmdline[:300])
 
 
-def test_two_deploys_at_once_one_waits_and_the_last_to_finish_is_what_serves(lab_host):
+def test_two_deploys_at_once_onto_a_stale_lock_one_takes_it_over_one_waits_the_last_to_finish_serves(lab_host):
+    assert not lab_host.file(LOCK).exists  # the earlier runs released theirs
+    place_lock(lab_host, "00000000-not-this-boot")
     first = start("concurrent-a")
     second = start("concurrent-b")
     out_a, out_b = finish(first), finish(second)
     assert first.returncode == 0, out_a[-3000:]
     assert second.returncode == 0, out_b[-3000:]
+    # Exactly one took the stale lock over (said, with why); the other found that run's live lock and waited.
+    said = ("taking over the stale lock of run otherrun0000", "the host rebooted")
+    took_over = [out for out in (out_a, out_b) if all(words in out for words in said)]
+    assert len(took_over) == 1, (out_a[-3000:], out_b[-3000:])
     last = "concurrent-a" if first.finished_at > second.finished_at else "concurrent-b"
     # The state is the finished one's: the environment file, the running process, the record's observation.
     assert 'SPECDEC_TEST_RUN="%s"' % last in lab_host.file(ENV_FILE).content_string
