@@ -16,8 +16,8 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def command(extra_vars):
-    """The ansible-playbook argv of a deploy of this scenario's hosts with these extra vars."""
+def command(extra_vars, limit=None):
+    """The ansible-playbook argv of a deploy of this scenario's hosts (or ``limit``) with these extra vars."""
     return [
         str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
         "-i",
@@ -25,13 +25,14 @@ def command(extra_vars):
         str(REPO / "playbooks" / "deploy.yml"),
         "-e",
         json.dumps(extra_vars),
+        *(["--limit", limit] if limit else []),
     ]
 
 
-def start(extra_vars):
+def start(extra_vars, limit=None):
     """Start a deploy; ``proc.lines`` fills as it prints, ``proc.finished_at`` is set when it ends."""
     proc = subprocess.Popen(
-        command(extra_vars),
+        command(extra_vars, limit),
         cwd=str(REPO),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -60,8 +61,8 @@ def finish(proc, timeout=900):
     return " ".join("".join(proc.lines).split())
 
 
-def deploy(extra_vars, timeout=900):
-    """Run a deploy to its end: (exit status, its output on one line)."""
-    proc = start(extra_vars)
+def deploy(extra_vars, timeout=900, limit=None):
+    """Run a deploy (of ``limit`` only, when given) to its end: (exit status, its output on one line)."""
+    proc = start(extra_vars, limit)
     out = finish(proc, timeout)
     return proc.returncode, out

@@ -1,6 +1,8 @@
-"""rollback: after release 2 failed, release 1 serves again with its own unit and environment."""
+"""rollback, lab1: after release 2 crashed on start, release 1 serves again with its own unit and environment."""
 
 from scenario_fixtures import current, last_good, releases
+
+testinfra_hosts = ["ansible://specdec-rollback-lab1"]
 
 
 def test_report_names_both_releases(report):

@@ -1,5 +1,7 @@
 """A full disk at the record step (issue 23), after the rollback checks of this scenario (file order).
 
+On the host whose release 2 crashed on start (lab1), its deploys limited to it.
+
 Release 1 serves and is recorded. The directory of the record and of the last good files
 (``/opt/sglang/state/last_good``) is put on a file system of its own, 1 MiB, its contents kept, and filled
 (a real ENOSPC: a tmpfs mounted in the container's mount namespace, the way a full disk looks to the
@@ -14,6 +16,8 @@ import pytest
 from deploy_process import deploy
 from scenario_fixtures import last_good, process_env
 
+# The other host (dies1) is left as its own checks found it.
+testinfra_hosts = ["ansible://specdec-rollback-lab1"]
 GOOD = "/opt/sglang/state/last_good"
 SAVED = "/root/last_good.saved"
 BALLAST = GOOD + "/ballast"
@@ -49,9 +53,10 @@ def test_a_full_disk_at_the_record_step_rolls_back_and_keeps_the_record(lab_host
     assert "full-disk" not in env_before
     change = {"sglang_service_environment": {"SPECDEC_TEST_RUN": "full-disk"}}
 
-    rc, out = deploy({**change, "sglang_service_report_dir": str(tmp_path)})
+    host = lab_host.backend.get_hostname()
+    rc, out = deploy({**change, "sglang_service_report_dir": str(tmp_path)}, limit=host)
     assert rc != 0, out[-3000:]
-    report = json.loads((tmp_path / ("%s.json" % lab_host.backend.get_hostname())).read_text())
+    report = json.loads((tmp_path / ("%s.json" % host)).read_text())
     assert (report["failure_class"], report["phase"]) == ("record_failed", "record"), out[-3000:]
     assert report["reason"].startswith("no space left to record the release in %s" % GOOD), report["reason"]
     assert report["rollback"]["ready"] is True
@@ -65,7 +70,7 @@ def test_a_full_disk_at_the_record_step_rolls_back_and_keeps_the_record(lab_host
     assert lab_host.service("sglang").is_running
 
     lab_host.check_output("rm -f %s" % BALLAST)
-    rc, out = deploy(change)
+    rc, out = deploy(change, limit=host)
     assert rc == 0, out[-3000:]
     assert process_env(lab_host)["SPECDEC_TEST_RUN"] == "full-disk"
     assert last_good(lab_host)["recorded_at"] >= json.loads(record_before)["recorded_at"]

@@ -1,10 +1,12 @@
-"""dies_after_ready: a release that dies 2 s after its first good answer is never recorded as good."""
+"""rollback, dies1: a release that dies 2 s after its first good answer is never recorded as good."""
 
 import time
 
 import pytest
 from lab_snapshot import snapshot
 from scenario_fixtures import current, last_good, unit_properties
+
+testinfra_hosts = ["ansible://specdec-rollback-dies1"]
 
 
 def test_the_deploy_failed_in_the_stability_window_after_a_good_first_answer(report):
