@@ -8,7 +8,7 @@ has ``sglang_service_api_key`` set (inventory/group_vars/lab); test_default.py c
 holds no key. Runs after test_default.py (file order), before the checks that redeploy.
 
 - the release's engine.py is the set's result (the plan chose the set, sglang_patches applied it);
-- every start line in the unit's journal shows ``api_key='<redacted>'``;
+- every start line in the unit's journal shows the key as ``'<redacted>'`` (0.5.17 and 0.5.23 format it differently);
 - the control: the same simulator of the same release venv, beside the pristine engine.py sglang_patches
   backed up, logs the key in clear (the leak the set closes; its output is captured, never journaled).
 """

@@ -6,39 +6,15 @@ Runs after test_default.py (file order): the converge and idempotence runs relea
 """
 
 import json
-import os
-import pathlib
-import subprocess
-import sys
 import time
 
+from deploy_process import deploy
 from scenario_fixtures import LOCK, place_lock
-
-REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def show(lab_host):
     out = lab_host.check_output("systemctl show --property=MainPID,InvocationID,NRestarts sglang.service")
     return dict(line.split("=", 1) for line in out.splitlines())
-
-
-def deploy(*extra):
-    return subprocess.run(
-        [
-            str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            os.environ["MOLECULE_INVENTORY_FILE"],
-            str(REPO / "playbooks" / "deploy.yml"),
-            "-e",
-            json.dumps({"sglang_service_report_dir": "", **dict(extra)}),
-        ],
-        cwd=str(REPO),
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-    )
 
 
 def test_a_deploy_while_another_run_holds_the_lock_is_refused_naming_it(lab_host):
@@ -48,9 +24,8 @@ def test_a_deploy_while_another_run_holds_the_lock_is_refused_naming_it(lab_host
     before = show(lab_host)
     try:
         started = time.monotonic()
-        proc = deploy(("sglang_service_lock_timeout_s", 3))
-        out = " ".join((proc.stdout + proc.stderr).split())
-        assert proc.returncode != 0, out[-3000:]
+        rc, out = deploy({"sglang_service_report_dir": "", "sglang_service_lock_timeout_s": 3})
+        assert rc != 0, out[-3000:]
         assert "held by run otherrun0000 of play 'Deploy' from alice@ctl9 (controller pid 4242)" in out, out[-3000:]
         assert "host_locked" in out, out[-3000:]
         assert time.monotonic() - started >= 3
