@@ -5,6 +5,8 @@ checked with testinfra's modules (``lab_host``: service, socket, file, user, pro
 only what they cannot see (generations with the server's own key, the journal).
 """
 
+import json
+
 from scenario_fixtures import current, last_good, releases, unit_properties
 
 UNIT_FILE = "/etc/systemd/system/sglang.service"
@@ -135,3 +137,35 @@ def test_current_points_at_the_recorded_last_good_release(lab_host):
     assert record["settle"]["stayed_up_s"] >= record["settle"]["settle_s"] > 0
     assert record["settle"]["second_probe"]["completion_tokens"] > 0
     assert record["release_id"] in releases(lab_host)
+
+
+# Each .py under the release's site-packages: its bytecode for this Python, and whether that bytecode
+# was compiled from the file as it is now (a timestamp pyc's header holds the source's mtime and size).
+PYC_SURVEY = """
+import importlib.util, json, pathlib, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+total, missing, stale = 0, [], []
+for src in sorted(site.rglob("*.py")):
+    total += 1
+    pyc = pathlib.Path(importlib.util.cache_from_source(str(src)))
+    if not pyc.exists():
+        missing.append(str(src.relative_to(site)))
+        continue
+    head = pyc.read_bytes()[:16]
+    if int.from_bytes(head[4:8], "little") == 0:
+        st = src.stat()
+        header = (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little"))
+        if header != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
+            stale.append(str(src.relative_to(site)))
+print(json.dumps({"total": total, "missing": missing, "stale": stale}))
+"""
+
+
+def test_the_release_venv_is_byte_compiled_and_current_so_the_service_never_compiles(lab_host):
+    # The unit cannot write __pycache__ into its release (ProtectSystem=strict): without bytecode there,
+    # every start compiles the whole stack again. The patched files' bytecode is the patched source's.
+    out = lab_host.check_output("/opt/sglang/current/venv/bin/python -c %s", PYC_SURVEY)  # testinfra quotes it
+    survey = json.loads(out)
+    assert survey["total"] > 1000  # sglang, the simulator and the overlay packages
+    assert survey["missing"] == []
+    assert survey["stale"] == []
