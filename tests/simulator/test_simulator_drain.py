@@ -6,10 +6,13 @@ import http.client
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+from sglang_engine_simulator.server import _SCHEDULER_PROGRAM
 
 SLOW = {"SGLANG_SIM_TOKENS_PER_S": "40", "SGLANG_SIM_LOAD_S": "0.2", "SGLANG_SIM_WARMUP_S": "0.2"}
 STREAMS = 4
@@ -101,6 +104,26 @@ def test_the_scheduler_child_dies_with_a_killed_main_process(start_sim):
     while time.monotonic() < deadline and _running(scheduler):
         time.sleep(0.05)
     assert not _running(scheduler)
+
+
+def test_the_scheduler_child_ends_when_its_main_process_died_before_it_started():
+    """The child checks the pid the main process handed it. Read with getppid() at its start, it would be
+    1 after the main process died first (a simulator ended right after its ready line) and it would
+    never end. The main process is stood in for by a pid this child is not the child of."""
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True
+    )
+    orphan = subprocess.Popen([sys.executable, "-c", _SCHEDULER_PROGRAM, gone.stdout.strip()])
+    own = subprocess.Popen([sys.executable, "-c", _SCHEDULER_PROGRAM, str(os.getpid())])
+    try:
+        assert orphan.wait(timeout=5) == 0
+        time.sleep(0.5)
+        assert own.poll() is None  # its parent lives: it keeps running
+    finally:
+        for proc in (orphan, own):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _running(pid):

@@ -42,7 +42,11 @@ class SchedulerGone(Exception):
 
 # The scheduler child: sglang's scheduler is a separate process that dies on SIGTERM (default action)
 # and with its parent. It does no work here; only its life matters (see Engine.decode).
-_SCHEDULER_PROGRAM = "import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n    time.sleep(0.2)\n"
+# The parent's pid comes as an argument: read with getppid() at start, it is already 1 when the parent died
+# first (a simulator ended right after its ready line), and the child then outlived it for good.
+_SCHEDULER_PROGRAM = (
+    "import os, sys, time\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    time.sleep(0.2)\n"
+)
 
 
 class Engine:
@@ -650,7 +654,7 @@ def serve(engine: Engine, start: float) -> int:
     # The scheduler runs in a child process, as in sglang: KillMode=mixed sends SIGTERM to this main
     # process only (it drains); control-group would SIGTERM the child too and drop every generation.
     engine.scheduler = subprocess.Popen(
-        ["sglang::scheduler_TP0", "-c", _SCHEDULER_PROGRAM], executable=sys.executable, close_fds=True
+        ["sglang::scheduler_TP0", "-c", _SCHEDULER_PROGRAM, str(os.getpid())], executable=sys.executable, close_fds=True
     )
     stop = threading.Event()
 
