@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.specdec.sglang.plugins.module_utils import redact
+
 FAILURE_CLASS = "port_in_use"
 LISTEN = "0A"
 
@@ -123,11 +125,15 @@ def in_tree(pid, root, proc, limit=64):
 
 
 def command_of(pid, proc):
+    """The command line of ``pid``, the values of its secret flags (``--api-key``, ``--hf-token``) redacted.
+
+    It goes into the deploy's output and report: the holder of a port may be another SGLang server, whose
+    command line carries its API key."""
     try:
         text = proc.read("%d/cmdline" % pid)
     except OSError:
         return ""
-    return " ".join(part for part in text.split("\0") if part)[:300]
+    return redact.scrub(" ".join(part for part in text.split("\0") if part))[0][:300]
 
 
 def port_check(port, root_pid, proc=None):

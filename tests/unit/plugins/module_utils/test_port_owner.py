@@ -89,6 +89,25 @@ def test_a_listener_outside_the_tree_is_foreign_naming_pid_and_command():
     assert "held by pid 555 (python3 -m http.server 30000), not by the tree of pid 100" in result["reason"]
 
 
+def test_a_foreign_holder_s_secret_flags_are_redacted_in_its_command():
+    """Another SGLang server on the port: its --api-key must not reach the deploy's output."""
+    secret = "sk-other-server-key"
+    proc = FakeProc(
+        tcp=LISTEN_30000,
+        processes={
+            555: (
+                1,
+                "python3",
+                ["python3", "-m", "sglang.launch_server", "--api-key", secret, "--port", "30000"],
+                [4242],
+            )
+        },
+    )
+    result = port_owner.port_check(30000, 100, proc)
+    assert result["command"] == "python3 -m sglang.launch_server --api-key <redacted> --port 30000"
+    assert secret not in repr(result)
+
+
 def test_before_the_start_any_holder_is_foreign():
     proc = FakeProc(tcp=LISTEN_30000, processes={7: (1, "nc", ["nc", "-l", "30000"], [4242])})
     result = port_owner.port_check(30000, 0, proc)
