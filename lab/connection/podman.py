@@ -10,6 +10,7 @@ short name ``podman`` resolves to this plugin instead of ``containers.podman.pod
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -351,6 +352,17 @@ class Connection(ConnectionBase):
         directory = "%s/%s" % (SERVER_ROOT, _server_key(interpreter))
         if os.path.exists(self._in_container(directory + "/client.py")):
             return directory
+        # One start per container and server: the workers of a run's first task (one per host, and lab
+        # tests alias one container many times) wait for it instead of each sending the seed.
+        lock_path = self._cache_file("%s.%s.start" % (self.get_option("remote_addr"), directory.rsplit("/", 1)[1]))
+        os.makedirs(os.path.dirname(lock_path), mode=0o700, exist_ok=True)
+        with open(lock_path, "a", encoding="ascii") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._start_server(interpreter, directory)
+
+    def _start_server(self, interpreter, directory):
+        if os.path.exists(self._in_container(directory + "/client.py")):
+            return directory  # started while this worker waited
         with open(SERVER_CODE, "rb") as handle:
             code = handle.read()
         blob = len(code).to_bytes(8, "big") + code + _seed()
@@ -358,12 +370,9 @@ class Connection(ConnectionBase):
         rc, _out, err = self._run(cmd, in_data=blob)
         deadline = time.monotonic() + SERVER_START_S
         while rc == 0 and time.monotonic() < deadline:
-            # the server writes client.py once it has imported the seed, then listens
+            # the server writes client.py once it has imported the seed and listens
             if os.path.exists(self._in_container(directory + "/client.py")):
-                sock = self._server_socket(directory)
-                if sock is not None:
-                    sock.close()
-                    return directory
+                return directory
             time.sleep(0.05)
         display.warning("lab module server not started in %s (rc %d): %s" % (directory, rc, to_text(err).strip()))
         return None

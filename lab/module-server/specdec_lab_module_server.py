@@ -197,10 +197,6 @@ def serve(directory):
         pass
 
     sys.path.remove(seed)  # the seed's packages keep it as their __path__
-    client = os.path.join(directory, "client.py")
-    with open(client + ".tmp", "w", encoding="utf-8") as out:
-        out.write(CLIENT)
-    os.replace(client + ".tmp", client)
     path = os.path.join(directory, "sock")
     tmp = "%s.%d" % (path, os.getpid())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -208,6 +204,11 @@ def serve(directory):
     os.chmod(tmp, 0o600)
     listener.listen(128)
     os.replace(tmp, path)
+    # client.py last: once it is there, the server listens (the connection waits for it)
+    client = os.path.join(directory, "client.py")
+    with open(client + ".tmp", "w", encoding="utf-8") as out:
+        out.write(CLIENT)
+    os.replace(client + ".tmp", client)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     while True:
         conn, _addr = listener.accept()

@@ -71,9 +71,9 @@ def server(tmp_path_factory):
     code = pathlib.Path(podman.SERVER_CODE).read_bytes()
     blob = len(code).to_bytes(8, "big") + code + podman._seed()
     subprocess.run([sys.executable, "-c", podman.SERVER_BOOTSTRAP, str(directory)], input=blob, check=True)
-    sock = directory / "sock"
+    ready = directory / "client.py"  # written once the server listens, what the connection waits for
     deadline = time.monotonic() + 60
-    while not sock.exists():
+    while not ready.exists():
         assert time.monotonic() < deadline, (directory / "log").read_text()
         time.sleep(0.05)
     yield directory
