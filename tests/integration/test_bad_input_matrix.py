@@ -22,6 +22,7 @@ import typing
 
 import pytest
 import yaml
+from playbook_forks import PlaybookForks
 from private_lab import PrivateLab
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -353,21 +354,28 @@ HOST_PLAYS = {
 }
 
 
-def play(playbook, extra):
-    argv = ["ansible-playbook", playbook, "-l", "lab1"]
+def play(playbook, extra, forks=None):
+    """``ansible-playbook PLAYBOOK -l lab1 -e ...``: the command itself, or forked by ``forks`` (PlaybookForks)."""
+    args = [playbook, "-l", "lab1"]
     for value in extra:
-        argv += ["-e", value]
-    proc = sh(argv, timeout=300, check=False)
+        args += ["-e", value]
+    proc = forks.run(args, timeout=300) if forks else sh(["ansible-playbook", *args], timeout=300, check=False)
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr}
 
 
 @pytest.fixture(scope="module")
 def matrix():
-    """Run every case (two at a time) against one fresh lab host, then the control case."""
+    """Run every case (two at a time) against one fresh lab host, then the control case.
+
+    The cases run forked from one Python that has imported ansible-core (playbook_forks: the real
+    ansible-playbook, 1.1 CPU-s a case instead of 1.5); the control case and the runs that reach the host run
+    the command itself.
+    """
     LAB.up()
+    forks = PlaybookForks(LAB.env(), REPO)
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            futures = {c.id: pool.submit(play, c.values[0].playbook, c.values[0].extra) for c in CASES}
+            futures = {c.id: pool.submit(play, c.values[0].playbook, c.values[0].extra, forks) for c in CASES}
             results = {case_id: future.result() for case_id, future in futures.items()}
         contacted = sh(
             ["podman", "exec", CONTAINER, "sh", "-c", "ls -d /root/.ansible /tmp/.ansible* 2>/dev/null || true"]
@@ -377,6 +385,7 @@ def matrix():
         results["_stop_without_unit"] = play(STOP, ["sglang_service_unit_name=sglang-never-installed"])
         yield results
     finally:
+        forks.close()
         LAB.down()
 
 
