@@ -11,20 +11,17 @@ line when the run ends. Runs go side by side. Ends at the end of its input.
 
 import json
 import os
+import pathlib
 import signal
 import sys
 
 from ansible.cli.playbook import main
 
+# The exit status Python gives an uncaught SystemExit: the lab module server's (the same job for modules).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "lab" / "module-server"))
+from specdec_lab_module_server import exit_code
 
-def exit_status(exc):
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
+sys.path.pop(0)
 
 
 def playbook(request):
@@ -41,7 +38,7 @@ def playbook(request):
             main()
             rc = 0
         except SystemExit as exc:
-            rc = exit_status(exc)
+            rc = exit_code(exc)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
