@@ -13,6 +13,10 @@ Inputs understood:
 - ``-q -x``: driver version, the CUDA version the driver supports, per-GPU ECC
   counters, row-remapping state, recovery action and processes.
 - ``--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv``.
+
+``compute_cap`` (``12.0`` on an RTX PRO 6000 Blackwell, ``9.0`` on an H200) becomes the GPU's
+``compute_capability``; it is ``None`` where nvidia-smi does not report it (older drivers, or a
+transcript recorded without the field), never guessed from the product name.
 """
 
 from __future__ import annotations
@@ -35,7 +39,11 @@ QUERY_GPU_FIELDS = (
     "memory.used",
     "memory.free",
     "ecc.errors.uncorrected.volatile.total",
+    "compute_cap",
 )
+# Older drivers' nvidia-smi does not know ``compute_cap`` and refuses the whole query
+# (``Field "compute_cap" is not a valid field to query.``): it is asked again without it.
+OPTIONAL_QUERY_GPU_FIELDS = ("compute_cap",)
 QUERY_APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 
 # Header names nvidia-smi prints differ from the query names for a few fields.
@@ -107,6 +115,21 @@ def _number(value: str | None) -> int | None:
     return int(float(match.group(1)))
 
 
+def compute_capability(value: str | None) -> str | None:
+    """``12.0`` / ``9.0`` -> the same text; N/A, errors and anything not ``<major>.<minor>`` -> None."""
+    text = _text(value)
+    if text is None:
+        return None
+    match = re.match(r"^(\d{1,2})\.(\d{1,2})$", text)
+    return f"{int(match.group(1))}.{int(match.group(2))}" if match else None
+
+
+def invalid_field(text: str | None) -> str | None:
+    """The field nvidia-smi refuses (``Field "compute_cap" is not a valid field to query.``), or None."""
+    match = re.search(r'Field "([^"]+)" is not a valid field to query', text or "")
+    return match.group(1) if match else None
+
+
 def _text(value: str | None) -> str | None:
     if value is None:
         return None
@@ -169,6 +192,7 @@ def _empty_gpu() -> dict:
         "memory_used_mb": None,
         "memory_free_mb": None,
         "ecc_uncorrected": None,
+        "compute_capability": None,
         "ecc_mode": None,
         "remapped_rows_pending": None,
         "remapped_rows_failure": None,
@@ -201,6 +225,7 @@ def _gpu_from_row(position: int, row: dict) -> dict:
     gpu["memory_free_mb"] = _number(row.get("memory.free"))
     if "ecc.errors.uncorrected.volatile.total" in row:
         gpu["ecc_uncorrected"] = _number(row["ecc.errors.uncorrected.volatile.total"])
+    gpu["compute_capability"] = compute_capability(row.get("compute_cap"))
     lost = [f"{key}={value}" for key, value in row.items() if _is_lost_value(value)]
     if lost:
         gpu["lost"] = True
@@ -666,10 +691,11 @@ def run_bounded(argv: list[str], timeout_s: float, popen=subprocess.Popen, killp
 def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic) -> dict:
     """Run the three nvidia-smi calls within ``timeout_s`` seconds in total.
 
-    Returns ``{query, xml, apps, commands, host_errors}``: the outputs (``None`` when a call did
-    not run or failed), the exit status per call, and whole-host errors (``nvidia_smi_missing``,
-    ``nvidia_smi_hang``). After a hang no further call is made: the GPU that hangs one call
-    hangs the next.
+    Returns ``{query, xml, apps, commands, host_errors, unsupported_fields}``: the outputs (``None``
+    when a call did not run or failed), the exit status per call, whole-host errors
+    (``nvidia_smi_missing``, ``nvidia_smi_hang``) and the optional query fields this nvidia-smi
+    refused (``compute_cap`` on older drivers: the query ran again without them). After a hang no
+    further call is made: the GPU that hangs one call hangs the next.
     """
     deadline = clock() + timeout_s
     calls = (
@@ -681,8 +707,15 @@ def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic
     stderr: list[str] = []
     commands: dict = {}
     host_errors: list[dict] = []
+    unsupported: list[str] = []
     for name, args in calls:
         done = run([binary, *args], deadline - clock())
+        refused = invalid_field((done["stdout"] or "") + (done["stderr"] or ""))
+        if name == "query_gpu" and done["rc"] != 0 and refused in OPTIONAL_QUERY_GPU_FIELDS:
+            # An older driver: ask again without the fields it does not know; they read None.
+            unsupported.append(refused)
+            fields = [f for f in QUERY_GPU_FIELDS if f not in OPTIONAL_QUERY_GPU_FIELDS]
+            done = run([binary, f"--query-gpu={','.join(fields)}", "--format=csv,nounits"], deadline - clock())
         commands[name] = done["rc"]
         if done["missing"]:
             host_errors.append({"class": "nvidia_smi_missing", "message": done["stderr"]})
@@ -708,4 +741,5 @@ def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic
         "stderr": "\n".join(stderr),
         "commands": commands,
         "host_errors": host_errors,
+        "unsupported_fields": unsupported,
     }

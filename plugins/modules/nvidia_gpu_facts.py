@@ -104,7 +104,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gpus:
-  description: One record per GPU, in nvidia-smi index order, lost GPUs included.
+  description:
+    - One record per GPU, in nvidia-smi index order, lost GPUs included.
+    - C(compute_capability) is what C(nvidia-smi --query-gpu=compute_cap) reports (V(12.0) on an RTX PRO 6000
+      Blackwell, V(9.0) on an H200), null where nvidia-smi does not report it (older drivers, which the
+      module detects and then asks again without the field; see RV(host_warnings)).
   returned: always
   type: list
   elements: dict
@@ -117,6 +121,7 @@ gpus:
       memory_used_mb: 0
       memory_free_mb: 143156
       ecc_uncorrected: 0
+      compute_capability: "9.0"
       ecc_mode: Enabled
       remapped_rows_pending: false
       remapped_rows_failure: false
@@ -155,7 +160,8 @@ host_problems:
 host_warnings:
   description:
     - Whole-host warnings, each C({class, message}), also shown as Ansible warnings; class
-      C(excluded_gpu_lost) names a lost GPU that O(exclude) acknowledges.
+      C(excluded_gpu_lost) names a lost GPU that O(exclude) acknowledges; C(compute_cap_unknown) says that
+      this nvidia-smi does not report compute capabilities.
   returned: always
   type: list
   elements: dict
@@ -231,6 +237,15 @@ def facts_and_selection(p: dict, run_collect=collect) -> dict:
         min_cuda_version=p["min_cuda_version"] or None,
         excluded_gpus=excluded,
     )
+    for field in calls.get("unsupported_fields", []):
+        verdict["warnings"].append(
+            {
+                "class": "compute_cap_unknown",
+                "message": f"this nvidia-smi ({p['nvidia_smi']}) does not know the query field {field}"
+                " (an older driver): every GPU's compute_capability is null, so nothing can check the"
+                " release's compiled GPU code against the GPUs; a newer driver reports it",
+            }
+        )
     output = {
         "changed": False,
         "gpus": gpus,

@@ -312,3 +312,57 @@ def test_a_gpu_missing_from_the_listing_is_never_acknowledged():
 def test_host_error_without_gpus_adds_no_count_or_no_gpu_problem():
     facts = {"gpus": [], "host_errors": [{"class": "nvidia_smi_hang", "message": "no answer"}]}
     assert [p["class"] for p in host_problems(facts, expected_count=8)] == ["nvidia_smi_hang"]
+
+
+# --- compute capability -------------------------------------------------------------------
+
+
+def test_blackwell_rows_report_compute_capability_12_0_and_the_real_h200_capture_none():
+    facts = scenario("constructed-rtx-pro-6000-blackwell-8gpu")
+    assert [g["compute_capability"] for g in facts["gpus"]] == ["12.0"] * 8
+    assert all(g["health"]["usable"] for g in facts["gpus"])
+    # The real capture was recorded without compute_cap: unknown, not guessed from "H200".
+    real_gpus = gather(real("query.csv"), real("nvidia-smi-q.xml"))["gpus"]
+    assert [g["compute_capability"] for g in real_gpus] == [None]
+
+
+def test_failed_compute_cap_fields_read_none_and_the_lost_gpu_stays_lost():
+    facts = scenario("constructed-bare-unknown-error")
+    assert facts["gpus"][0]["compute_capability"] == "12.0"
+    assert facts["gpus"][1]["compute_capability"] is None
+    assert facts["gpus"][1]["lost"] is True
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("12.0", "12.0"), (" 9.0 ", "9.0"), ("10.3", "10.3"), ("[N/A]", None), ("Unknown Error", None), ("sm_120", None)],
+)
+def test_compute_capability_text(value, expected):
+    assert nvidia_smi.compute_capability(value) == expected
+
+
+def test_invalid_field_names_the_field_nvidia_smi_refuses():
+    assert nvidia_smi.invalid_field('Field "compute_cap" is not a valid field to query.\n') == "compute_cap"
+    assert nvidia_smi.invalid_field("index, uuid\n0, GPU-1\n") is None
+
+
+def test_an_older_driver_refusing_compute_cap_is_asked_again_without_it():
+    argvs = []
+
+    def run(argv, timeout_s):
+        argvs.append(argv)
+        if "compute_cap" in argv[1]:
+            return {
+                "rc": 2,
+                "stdout": 'Field "compute_cap" is not a valid field to query.\n\n',
+                "stderr": "",
+                "timed_out": False,
+                "missing": False,
+            }
+        return {"rc": 0, "stdout": "index, name\n0, NVIDIA H200\n", "stderr": "", "timed_out": False, "missing": False}
+
+    calls = nvidia_smi.collect("nvidia-smi", 60, run=run)
+    assert calls["unsupported_fields"] == ["compute_cap"]
+    assert calls["commands"]["query_gpu"] == 0
+    assert "compute_cap" not in argvs[1][1] and argvs[1][1].startswith("--query-gpu=index,uuid,")
+    assert calls["query"] == "index, name\n0, NVIDIA H200\n"

@@ -150,3 +150,21 @@ def test_healthy_transcript_runs_all_three_calls(monkeypatch):
     assert out["host_problems"] == [] and out["host_warnings"] == []
     assert out["selection"]["uuids"] == ["GPU-5a6eafee-1932-5f13-42d0-82f42c64e659"]
     assert os.access(FAKE, os.X_OK)
+
+
+def test_blackwell_transcript_reports_compute_capability_per_gpu(transcript):
+    transcript("constructed-rtx-pro-6000-blackwell-8gpu")
+    out = facts_and_selection(params(count=2, expected_count=8, expected_name="NVIDIA RTX PRO 6000 Blackwell"))
+    assert out["host_problems"] == [] and out["host_warnings"] == []
+    assert [g["compute_capability"] for g in out["gpus"]] == ["12.0"] * 8
+    assert out["selection"]["indices"] == [0, 1]
+
+
+def test_driver_without_compute_cap_warns_and_still_reads_the_gpus(transcript):
+    transcript("constructed-driver-without-compute-cap")
+    out = facts_and_selection(params(count=1))
+    assert [w["class"] for w in out["host_warnings"]] == ["compute_cap_unknown"]
+    assert "does not know the query field compute_cap" in out["host_warnings"][0]["message"]
+    assert len(out["gpus"]) == 8 and {g["compute_capability"] for g in out["gpus"]} == {None}
+    assert out["commands"]["query_gpu"] == 0
+    assert out["selection"]["ok"] is True
