@@ -130,17 +130,14 @@ def bench_verdicts(reps, ready_reps, naive_cap):
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-def deploy(hosts, inventory_extra, results_dir, tag, fast_connection=False):
+def deploy(hosts, inventory_extra, results_dir, tag):
     env = lab_env()
-    if fast_connection:
-        # lab/connection/podman.py (nsenter + pipelining), as molecule uses it.
-        env["ANSIBLE_CONNECTION_PLUGINS"] = str(REPO / "lab" / "connection")
     argv = [
         str(REPO / ".venv" / "bin" / "ansible-playbook"),
         "-i",
         str(REPO / "inventory" / "hosts.yml"),
         "-i",
-        inventory_extra.replace(".yml", "-fast.yml") if fast_connection else inventory_extra,
+        inventory_extra,
         str(REPO / "deploy.yml"),
         "-l",
         ",".join(hosts),
@@ -165,12 +162,12 @@ def unit_identity(host):
 
 
 def bench_redeploy(inventory_extra, results_dir):
-    """A fresh deploy, then the same deploy again: with the inventory's connection, then the lab one."""
-    first = deploy(["lab1"], inventory_extra, results_dir, "fresh-1", True)
+    """A fresh deploy, then the same deploy again, through the inventory's connection (containers.podman.podman)."""
+    first = deploy(["lab1"], inventory_extra, results_dir, "fresh-1")
     rows = {}
-    for name, fast in (("containers.podman.podman", False), ("lab nsenter connection", True)):
+    for name in ("containers.podman.podman",):
         before = unit_identity("lab1")
-        second = deploy(["lab1"], inventory_extra, results_dir, "redeploy-%s" % ("fast" if fast else "stock"), fast)
+        second = deploy(["lab1"], inventory_extra, results_dir, "redeploy")
         after = unit_identity("lab1")
         rows[name] = {
             "deploy": second,
@@ -185,8 +182,8 @@ def bench_redeploy(inventory_extra, results_dir):
 
 def bench_fleet(inventory_extra, results_dir, one_host):
     rows = {"1": one_host}
-    rows["2"] = deploy(["lab2", "lab3"], inventory_extra, results_dir, "fresh-2", True)
-    rows["4"] = deploy(["lab4", "lab5", "lab6", "lab7"], inventory_extra, results_dir, "fresh-4", True)
+    rows["2"] = deploy(["lab2", "lab3"], inventory_extra, results_dir, "fresh-2")
+    rows["4"] = deploy(["lab4", "lab5", "lab6", "lab7"], inventory_extra, results_dir, "fresh-4")
     base = rows["1"]["wall_s"]
     return {
         "deploys": rows,
@@ -284,13 +281,6 @@ def main():
     results = {"machine": machine(), "started": time.time()}
     hosts = 7 if "fleet" in only else 1
     extra = results_dir / "bench-inventory.yml"
-    # The same hosts; -fast: each host's own ansible_connection (a host var beats
-    # inventory/group_vars/lab, and delegated tasks keep localhost's) is lab/connection/podman.py.
-    fast = results_dir / "bench-inventory-fast.yml"
-    fast.write_text(
-        "all:\n  children:\n    lab:\n      hosts:\n"
-        + "".join("        lab%d:\n          ansible_connection: podman\n" % i for i in range(1, hosts + 1))
-    )
     extra.write_text(
         "all:\n  children:\n    lab:\n      hosts:\n" + "".join("        lab%d:\n" % i for i in range(1, hosts + 1))
     )
@@ -306,12 +296,12 @@ def main():
                     "-i",
                     str(REPO / "inventory" / "hosts.yml"),
                     "-i",
-                    str(fast),
+                    str(extra),
                     str(REPO / "lab" / "playbooks" / "lab.yml"),
                     "-l",
                     "lab",
                 ],
-                env=dict(lab_env(), ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection")),
+                env=lab_env(),
                 cwd=str(REPO),
             )
         if "verdicts" in only:

@@ -1,7 +1,7 @@
 """Fixtures every scenario's testinfra tests share (imported by each scenario's conftest).
 
 - ``lab_host``: the scenario's host behind testinfra's own modules (``service``, ``socket``, ``file``,
-  ``user``, ``process``), one nsenter per command (molecule/shared/lab_host.py). Use it for what a
+  ``user``, ``process``), one ``podman exec`` per command (molecule/shared/lab_host.py). Use it for what a
   test checks on the host; ``host`` (molecule's ``ansible://`` backend, one Ansible run per call) is
   for Ansible itself (``host.ansible.get_variables()``).
 - ``lab``: what testinfra cannot see, one snapshot (molecule/shared/lab_snapshot.py): generations

@@ -34,12 +34,9 @@ UNIT = "sglang.service"
 # Host variables set on the AWX inventory for the lab host: a short stability window keeps the
 # suite lean (the window itself is tested by molecule).
 LAB_HOST_VARS = {"sglang_service_settle_s": 2}
-# The lab host is reached with the lab's connection (lab/connection/podman.py: one nsenter per task,
-# modules pipelined; the short name `podman` resolves to it through ANSIBLE_CONNECTION_PLUGINS),
-# set on the AWX inventory as a host variable over the SCM source's containers.podman.podman:
-# about half the time per job. A GPU host is reached over SSH; neither podman connection is what
-# these jobs test (tests/ee runs one over SSH, inside the execution environment).
-LAB_CONNECTION = {"ansible_connection": "podman"}
+# The lab host is reached through the SCM source's containers.podman.podman (inventory/group_vars/lab),
+# as AWX imports it. A GPU host is reached over SSH (tests/ee runs one over SSH, inside the execution
+# environment).
 # Release B: the same inputs with another path to the same Python, so a new release id.
 RELEASE_B_VARS = {"sglang_runtime_python_interpreter": "/usr/bin/python3.11"}
 FAST_ENV = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5"}
@@ -52,7 +49,6 @@ def lab_env():
         SPECDEC_LAB_PREFIX=PREFIX,
         SPECDEC_REPO=str(REPO),
         ANSIBLE_NOCOLOR="1",
-        ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection"),
     )
     return env
 
@@ -118,7 +114,7 @@ class Lab:
             answers=answers or {},
             launch=launch,
             envvars={"SPECDEC_LAB_PREFIX": PREFIX, "SPECDEC_REPO": str(REPO), **lab_env_subset()},
-            host_vars={HOST: {**LAB_CONNECTION, **LAB_HOST_VARS, **(host_vars or {})}},
+            host_vars={HOST: {**LAB_HOST_VARS, **(host_vars or {})}},
             job_timeout=1500,
             job_id=self.jobs,
             workflow=workflow,
@@ -139,10 +135,7 @@ class Lab:
 
 
 def lab_env_subset():
-    return {
-        "CONTAINERS_CONF": str(REPO / "lab" / "containers.conf"),
-        "ANSIBLE_CONNECTION_PLUGINS": str(REPO / "lab" / "connection"),
-    }
+    return {"CONTAINERS_CONF": str(REPO / "lab" / "containers.conf")}
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +144,7 @@ def lab(tmp_path_factory):
     sh([lab_bin, "down"], timeout=120, check=False)
     sh([lab_bin, "up", "1"], timeout=900)
     try:
-        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", HOST, "-e", "ansible_connection=podman"], timeout=900)
+        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", HOST], timeout=900)
         yield Lab(tmp_path_factory.mktemp("awx-jobs"))
     finally:
         sh([lab_bin, "down"], timeout=120, check=False)

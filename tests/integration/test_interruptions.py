@@ -42,9 +42,6 @@ STATE = ROOT + "/state"
 UNIT = "sglang.service"
 PLUGINS = pathlib.Path(__file__).resolve().parent / "interrupt_plugins"
 INTERPRETERS = {"A": "/usr/bin/python3", "B": "/usr/bin/python3.11"}
-# The lab's fast connection (lab/connection/podman.py: one nsenter per task), as a host variable (an
-# extra var would also bind the tasks delegated to localhost) in an inventory added to the project's.
-LAB_INVENTORY = "all:\n  hosts:\n    lab1:\n      ansible_connection: podman\n"
 # Every run: DDTREE (so the patch set step runs; verified by compiling, since the lab's stub torch
 # imports but its venv has no numpy for sglang's imports), a short stability window, and no watchdog
 # (its install is not a step under test and costs a tenth of a run).
@@ -109,7 +106,6 @@ BOUNDARIES = [
 LAB = PrivateLab(
     "specdec-intr-",
     SPECDEC_REPO=str(REPO),
-    ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection"),
     PY_COLORS="0",
 )
 env, sh, on_host = LAB.env, LAB.sh, LAB.on_host
@@ -137,9 +133,7 @@ def playbook(tmp, label, extra_vars, interrupt=None, timeout=900):
             "SPECDEC_INTERRUPT_EVENT": interrupt.event,
             "SPECDEC_INTERRUPT_MARK": str(mark),
         }
-    inventory = tmp / "lab-connection.yml"
-    inventory.write_text(LAB_INVENTORY)
-    argv = ["ansible-playbook", "deploy.yml", "-i", "inventory/hosts.yml", "-i", str(inventory), "-l", "lab1"]
+    argv = ["ansible-playbook", "deploy.yml", "-i", "inventory/hosts.yml", "-l", "lab1"]
     argv += ["-e", "@%s" % vars_file]
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -265,7 +259,7 @@ def lab(tmp_path_factory):
     LAB.up()
     try:
         started = time.monotonic()
-        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", "lab1", "-e", "ansible_connection=podman"], timeout=600)
+        sh(["ansible-playbook", "lab/playbooks/lab.yml", "-l", "lab1"], timeout=600)
         state["timings"]["prepare"] = time.monotonic() - started
         run = playbook(tmp, "baseline", {**COMMON_VARS, "sglang_runtime_python_interpreter": INTERPRETERS["A"]})
         assert run.rc == 0, run.output[-4000:]

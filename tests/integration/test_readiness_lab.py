@@ -198,15 +198,13 @@ def write_files_script():
 def inventory(lab_host_name):
     """One inventory host per case, each an alias of the lab host, carrying the case's variables.
 
-    The lab's own connection (lab/connection/podman.py: one nsenter per task, modules pipelined; the short
-    name ``podman`` resolves to it through ANSIBLE_CONNECTION_PLUGINS): the connection is not what these
-    cases test, and containers.podman.podman costs each task four podman calls and a file transfer.
+    Each reaches the lab host through containers.podman.podman, as the lab inventory does.
     """
     hosts = {}
     for c in CASES:
         hv = {
             "ansible_host": lab_host_name,
-            "ansible_connection": "podman",
+            "ansible_connection": "containers.podman.podman",
             "ansible_python_interpreter": "/usr/bin/python3",
             "case_port": port_for(c),
         }
@@ -260,9 +258,7 @@ def verdicts(lab_host, simulator, tmp_path_factory):
         timeout=400,
         check=False,
         cwd=str(REPO),
-        env=lab_host.env(
-            ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONNECTION_PLUGINS=str(REPO / "lab" / "connection")
-        ),
+        env=lab_host.env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
     )
     (work / "playbook.out").write_text(proc.stdout)
     try:

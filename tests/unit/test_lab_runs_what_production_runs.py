@@ -1,0 +1,169 @@
+"""The lab runs what a production host runs: nothing of ours changes how Python or Ansible behave there.
+
+Lab hosts are Debian containers with systemd (lab/image/recipe), reached through the bundled
+containers.podman.podman connection. No file the lab, molecule or the inventory carries may install an
+import hook into a host's Python (a site / user customize module, a ``.pth`` file, a loader or an
+import-path hook), ship a connection plugin of its own, or point Ansible at one. ``hooks_in`` finds
+them; the tests below run it on the repository and prove on a small tree that it finds each kind.
+
+The hook names are built from parts so that a ``git grep`` for them finds no such hook in this
+repository either (only the device harness's own, under tests/device, and the docs describing it).
+"""
+
+import pathlib
+
+import ansible
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# What may reach or shape a lab host: the lab itself (image recipe, lab tool, the simulator that runs
+# there), molecule's scenarios and shared playbooks, molecule's configuration, the inventory, ansible.cfg.
+SCANNED = ("lab", "molecule", ".config/molecule", "inventory", "ansible.cfg")
+HOOK_FILES = ("site" + "customize.py", "user" + "customize.py")
+HOOK_WORDS = (
+    "site" + "customize",
+    "user" + "customize",
+    "zip" + "import",
+    "Source" + "Loader",
+    "sys." + "meta_path",
+    "sys." + "path_hooks",
+)
+# Settings that make Ansible load a connection plugin from a directory of ours.
+PLUGIN_SETTINGS = ("ANSIBLE_CONNECTION_PLUGINS", "connection_plugins")
+PLUGIN_DIRS = ("connection", "connection_plugins")
+# The connection a lab host may be reached with, and the short name molecule's podman driver writes.
+LAB_CONNECTION = "containers.podman.podman"
+MOLECULE_SHORT_NAME = "podman"
+
+
+def _files(root, scanned):
+    for name in scanned:
+        path = root / name
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            yield from (p for p in sorted(path.rglob("*")) if p.is_file() and "__pycache__" not in p.parts)
+
+
+def hooks_in(root, scanned=SCANNED):
+    """Every file under ``scanned`` (paths relative to ``root``) that would change a lab host's Python or
+    Ansible: as ``(relative path, what)`` pairs, empty when there is none."""
+    found = []
+    for path in _files(root, scanned):
+        rel = path.relative_to(root).as_posix()
+        if path.name in HOOK_FILES or path.suffix == ".pth":
+            found.append((rel, "an import hook file (%s)" % path.name))
+        if path.suffix == ".py" and set(PLUGIN_DIRS) & set(path.relative_to(root).parts[:-1]):
+            found.append((rel, "a connection plugin of our own"))
+        try:
+            text = path.read_text(errors="strict")
+        except (UnicodeDecodeError, OSError):
+            continue  # a binary file is no hook text
+        for word in HOOK_WORDS + PLUGIN_SETTINGS:
+            if word in text:
+                found.append((rel, "mentions %s" % word))
+    return found
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as Ansible writes it: a tagged value (``!unsafe``, ``!vault``) is read as its plain value."""
+
+
+_Loader.add_multi_constructor(
+    "!", lambda loader, _suffix, node: loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else None
+)
+
+
+def connections_in(root, scanned=SCANNED):
+    """Every ``ansible_connection`` value set in a YAML file under ``scanned``, as ``(path, value)``."""
+    found = []
+
+    def walk(node, rel):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "ansible_connection":
+                    found.append((rel, value))
+                walk(value, rel)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, rel)
+
+    for path in _files(root, scanned):
+        if path.suffix in (".yml", ".yaml"):
+            for doc in yaml.load_all(path.read_text(), Loader=_Loader):
+                walk(doc, path.relative_to(root).as_posix())
+    return found
+
+
+def builtin_redirect(plugin_type, name):
+    """Where ansible-core's own routing table sends a short plugin name (None: not routed)."""
+    table = yaml.safe_load(
+        (pathlib.Path(ansible.__file__).parent / "config" / "ansible_builtin_runtime.yml").read_text()
+    )
+    return table["plugin_routing"].get(plugin_type, {}).get(name, {}).get("redirect")
+
+
+def test_no_lab_or_molecule_file_changes_a_lab_hosts_python_or_ansible():
+    assert hooks_in(REPO) == []
+
+
+def test_lab_hosts_are_reached_through_containers_podman_only():
+    found = connections_in(REPO)
+    assert (("inventory/group_vars/lab/main.yml", LAB_CONNECTION)) in found
+    assert [c for c in found if c[1] != LAB_CONNECTION] == []
+
+
+def test_the_name_molecule_writes_is_containers_podmans_own_connection():
+    # molecule's podman driver writes `ansible_connection: podman` into its inventory; with no plugin
+    # directory of ours configured (test above), ansible-core's routing decides what that name is.
+    assert builtin_redirect("connection", MOLECULE_SHORT_NAME) == LAB_CONNECTION
+
+
+def test_the_lab_image_is_named_by_its_recipe_alone():
+    # Nothing but the recipe goes into the image, so nothing but the recipe names it.
+    tool = (REPO / "lab" / "bin" / "lab").read_text()
+    assert 'sha256sum <"$recipe"' in tool
+    assert [p.name for p in (REPO / "lab" / "image").iterdir()] == ["recipe"]
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "what"),
+    [
+        ("lab/image/" + HOOK_FILES[0], "import os\n", "an import hook file"),
+        ("lab/image/cache.pth", "import cache\n", "an import hook file"),
+        ("lab/bin/lab", "echo 'import c' >>$rootfs/etc/python3.11/" + HOOK_FILES[0] + "\n", "mentions site"),
+        ("lab/image/cache.py", "import " + HOOK_WORDS[2] + "\n", "mentions zip"),
+        ("lab/image/cache.py", "class L(importlib.abc." + HOOK_WORDS[3] + "): pass\n", "mentions Source"),
+        ("molecule/shared/hook.py", "sys.meta_path.insert(0, Finder())\n", "mentions sys.meta_path"),
+        ("lab/connection/podman.py", "from ansible.plugins.connection import ConnectionBase\n", "a connection plugin"),
+        ("molecule/x/connection_plugins/fast.py", "pass\n", "a connection plugin"),
+        (
+            ".config/molecule/config.yml",
+            "provisioner:\n  env:\n    ANSIBLE_CONNECTION_PLUGINS: lab\n",
+            "mentions ANSIBLE_",
+        ),
+        ("ansible.cfg", "[defaults]\nconnection_plugins = lab/connection\n", "mentions connection_plugins"),
+    ],
+)
+def test_each_kind_of_hook_is_found(tmp_path, path, text, what):
+    target = tmp_path / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    found = hooks_in(tmp_path)
+    assert [rel for rel, _ in found] and {rel for rel, _ in found} == {path}
+    assert any(w.startswith(what) for _, w in found), found
+
+
+def test_a_clean_tree_has_no_hook(tmp_path):
+    (tmp_path / "lab" / "image").mkdir(parents=True)
+    (tmp_path / "lab" / "image" / "recipe").write_text("suite=bookworm\ninclude=systemd,python3\n")
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ninventory = inventory/hosts.yml\n")
+    assert hooks_in(tmp_path) == []
+
+
+def test_another_connection_in_a_molecule_host_var_is_found(tmp_path):
+    hv = tmp_path / "molecule" / "default" / "host_vars" / "lab1.yml"
+    hv.parent.mkdir(parents=True)
+    hv.write_text("---\nansible_connection: specdec.lab.podman\n")
+    assert connections_in(tmp_path) == [("molecule/default/host_vars/lab1.yml", "specdec.lab.podman")]
