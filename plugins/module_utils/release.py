@@ -253,43 +253,145 @@ def _digest(items):
     return hashlib.sha256("\0".join(items).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def observe_process(root, *, invocation_id, main_pid, argv, paths, environ):
+def observe_process(
+    root,
+    *,
+    invocation_id,
+    main_pid,
+    argv,
+    paths,
+    environ,
+    unreadable=None,
+    started_at=None,
+    unit_settings=None,
+):
     """What the running main process is: invocation, release, and digests of its environment and command line.
 
     ``argv``: its command line; ``paths``: resolved paths it runs from (executable, cwd, mapped files);
-    ``environ``: its environment (a dict; systemd's per-start variables are left out)."""
+    ``environ``: its environment (a dict; systemd's per-start variables are left out). ``unreadable``: what of
+    the process could not be read and why (``{"environ": "Permission denied"}``: root without CAP_SYS_PTRACE
+    reading another user's process) - never read as "the same": RV(unreadable) lists it, its digest is left
+    out and ``drift_reasons`` decides on what could be read. ``started_at``: the process's start (epoch s);
+    ``unit_settings``: systemd's view of the unit (``ExecStart``, ``Environment``, ``EnvironmentFiles``), kept
+    as a digest."""
     if not main_pid:
         return {}
-    env = sorted("%s=%s" % item for item in environ.items() if item[0] not in PER_START_ENVIRONMENT)
-    return {
+    unreadable = dict(unreadable or {})
+    env = sorted("%s=%s" % item for item in (environ or {}).items() if item[0] not in PER_START_ENVIRONMENT)
+    found = process_release(root, list(argv[:1]) + list(paths) + list(argv[1:]))
+    if not found and any(name in unreadable for name in ("cmdline", "exe", "cwd", "maps")):
+        unreadable["release"] = "not in what could be read of the process (%s unreadable)" % ", ".join(
+            sorted(name for name in ("cmdline", "exe", "cwd", "maps") if name in unreadable)
+        )
+    observed = {
         "invocation_id": invocation_id or "",
         "main_pid": int(main_pid),
-        "release": process_release(root, list(argv[:1]) + list(paths) + list(argv[1:])),
-        "environ_sha256": _digest(env),
-        "cmdline_sha256": _digest(list(argv)),
+        "release": found,
+        "started_at": round(float(started_at), 2) if started_at is not None else None,
+        "unreadable": sorted(unreadable),
+        "unreadable_reasons": {name: str(unreadable[name]) for name in sorted(unreadable)},
     }
+    if "environ" not in unreadable:
+        observed["environ_sha256"] = _digest(env)
+    if "cmdline" not in unreadable:
+        observed["cmdline_sha256"] = _digest(list(argv))
+    if unit_settings:
+        observed["unit_sha256"] = _digest(["%s=%s" % (key, unit_settings[key]) for key in sorted(unit_settings)])
+    return observed
 
 
-def drift_reasons(record, observed, *, release_id):
+def _when(epoch):
+    return "%.0f" % float(epoch)
+
+
+def drift_reasons(record, observed, *, release_id, changed_at=None, current_changed_at=None, n_restarts=0):
     """How the running process differs from the recorded, verified one (empty: it is that one, or the same
-    deploy restarted by systemd). Only a record with an observation (``observed``) is compared."""
+    deploy restarted by systemd). Only a record with an observation (``observed``) is compared.
+
+    What could not be observed (``observed["unreadable"]``) is decided on what could:
+
+    - the environment unreadable: a file it starts from (``changed_at``: path -> mtime, the unit, environment
+      and config files) changed after the process started, the unit's systemd settings (``unit_sha256``) are
+      not the recorded ones, or it was started outside the deploy - another invocation than the verified one
+      and not by systemd's ``Restart=`` (``n_restarts`` 0) - each is drift;
+    - the release unreadable: ``current`` switched (``current_changed_at``) after the process started is drift.
+    """
     seen = (record or {}).get("observed") or {}
     if not observed or not seen or (record or {}).get("release_id") != release_id:
         return []
-    reasons = []
-    if seen.get("release") and observed.get("release") != seen["release"]:
-        reasons.append(
-            "the running process runs release %s, the record %s" % (observed.get("release") or "?", seen["release"])
-        )
-    if observed.get("environ_sha256") != seen.get("environ_sha256"):
-        reasons.append("the running process's environment is not the recorded one")
-    if observed.get("cmdline_sha256") != seen.get("cmdline_sha256"):
-        reasons.append("the running process's command line is not the recorded one")
-    if reasons and observed.get("invocation_id") != seen.get("invocation_id"):
+    unreadable = set(observed.get("unreadable") or ())
+    reasons = _release_drift(seen, observed, current_changed_at)
+    by_hand = []
+    if "environ" not in unreadable and seen.get("environ_sha256"):
+        if observed.get("environ_sha256") != seen["environ_sha256"]:
+            reasons.append("the running process's environment is not the recorded one")
+    else:
+        found, by_hand = _unreadable_environment_drift(seen, observed, changed_at, n_restarts)
+        reasons += found + by_hand
+    if "cmdline" not in unreadable and seen.get("cmdline_sha256"):
+        if observed.get("cmdline_sha256") != seen["cmdline_sha256"]:
+            reasons.append("the running process's command line is not the recorded one")
+    if reasons and not by_hand and observed.get("invocation_id") != seen.get("invocation_id"):
         reasons.append(
             "started as invocation %s, not the verified %s" % (observed.get("invocation_id"), seen.get("invocation_id"))
         )
     return reasons
+
+
+def _started(observed):
+    started = observed.get("started_at")
+    return _when(started) if started is not None else "unknown"
+
+
+def _release_drift(seen, observed, current_changed_at):
+    """The process's release against the record's; unreadable: ``current`` switched after the process started."""
+    if not seen.get("release"):
+        return []
+    if observed.get("release"):
+        if observed["release"] != seen["release"]:
+            return ["the running process runs release %s, the record %s" % (observed["release"], seen["release"])]
+        return []
+    started = observed.get("started_at")
+    if current_changed_at is None or (started is not None and current_changed_at <= started):
+        return []
+    why = (observed.get("unreadable_reasons") or {}).get("release", "unreadable")
+    return [
+        "current was switched at %s, after the process started (%s), and the process's release cannot be read (%s)"
+        % (_when(current_changed_at), _started(observed), why)
+    ]
+
+
+def _unreadable_environment_drift(seen, observed, changed_at, n_restarts):
+    """(reasons, start-outside-the-deploy reasons) for a process whose environment cannot be compared."""
+    why = (observed.get("unreadable_reasons") or {}).get("environ") or "not recorded"
+    started = observed.get("started_at")
+    reasons = [
+        "%s changed at %s, after the process started (%s), and its environment cannot be read (%s)"
+        % (path, _when(mtime), _started(observed), why)
+        for path, mtime in sorted((changed_at or {}).items())
+        if mtime is not None and (started is None or mtime > started)
+    ]
+    if seen.get("unit_sha256") and observed.get("unit_sha256") and observed["unit_sha256"] != seen["unit_sha256"]:
+        reasons.append("the unit's ExecStart / Environment / EnvironmentFiles are not the recorded ones")
+    by_hand = []
+    if observed.get("invocation_id") != seen.get("invocation_id") and not int(n_restarts or 0):
+        by_hand.append(
+            "started as invocation %s, not the verified %s, and not by systemd's Restart= (NRestarts=0): "
+            "a start outside the deploy whose environment cannot be read (%s)"
+            % (observed.get("invocation_id"), seen.get("invocation_id"), why)
+        )
+    return reasons, by_hand
+
+
+def observation_lines(observed):
+    """The report's lines on what of the running process could not be read (empty when all could)."""
+    reasons = (observed or {}).get("unreadable_reasons") or {}
+    if not reasons:
+        return []
+    return [
+        "not observed: the running process's %s (%s); drift decided on what could be read" % (name, reasons[name])
+        for name in sorted(reasons)
+    ]
 
 
 # -- crashes between deploys ---------------------------------------------------------------------
@@ -478,6 +580,7 @@ def success_report(
     context,
     drift=(),
     restarts=None,
+    observed=None,
 ):
     """The report of a deploy that serves. ``context``: gpus, tp_size, speculative_algorithm, base_url.
 
@@ -504,6 +607,7 @@ def success_report(
         "time_to_ready_s": readiness.get("time_to_ready_s") if restarted else None,
         "up_s": None if restarted else readiness.get("time_to_ready_s"),
         "drift": list(drift),
+        "observed": observed or {},
         "restarts_since_record": restarts,
         "probe_latency_s": probe.get("latency_s"),
         "probe_tokens_per_s": probe.get("tokens_per_s"),
@@ -563,6 +667,7 @@ def success_summary(report):
 def drift_and_restart_lines(report):
     """The report's lines on drift (restarted and verified) and on crashes since the last record."""
     lines = ["drift: %s (restarted and verified)" % reason for reason in report.get("drift") or []]
+    lines += observation_lines(report.get("observed"))
     restarts = report.get("restarts_since_record")
     if restarts:
         lines.append(
@@ -599,7 +704,18 @@ def rollback_state(rollback, *, target, unit):
 
 
 def failure_report(
-    readiness, *, host, unit, release_id, previous_release_id, attempts, target, rollback, drift=(), restarts=None
+    readiness,
+    *,
+    host,
+    unit,
+    release_id,
+    previous_release_id,
+    attempts,
+    target,
+    rollback,
+    drift=(),
+    restarts=None,
+    observed=None,
 ):
     """The report of a deploy that did not serve, with where the rollback left the service.
 
@@ -630,6 +746,7 @@ def failure_report(
         "settle": readiness.get("settle") or {},
         "attempts": list(attempts),
         "drift": list(drift),
+        "observed": observed or {},
         "restarts_since_record": restarts,
         "rollback": {
             "attempted": rollback is not None,

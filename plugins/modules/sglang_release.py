@@ -17,12 +17,19 @@ description:
     good files, and says whether the service must restart. It fails when the release has no launcher.
     It also compares the running process with the one the record verified - its release (from its resolved
     command line, executable, working directory and mapped files), environment and command line (RV(observed)).
-    A difference is RV(drift), a reason to restart and verify. And it reads what happened since the record -
+    A difference is RV(drift), a reason to restart and verify. What cannot be read of the process (its
+    C(environ), C(exe), C(cwd) or C(maps) where root lacks CAP_SYS_PTRACE) is listed in RV(observed) (C(unreadable),
+    C(unreadable_reasons)), never taken as the same; drift is then decided on what can be read - the unit,
+    environment and config files changed after the process started, systemd's C(ExecStart), C(Environment) and
+    C(EnvironmentFiles) against the recorded ones, a start outside the deploy (another invocation, not by
+    C(Restart=)), C(current) switched after the process started. And it reads what happened since the record -
     C(NRestarts), the exits in the unit's journal, the log lines of the last one (RV(restarts_since_record)).
   - C(judge) turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
     C(judge) and C(report) run on the controller (the action plugin of the same name) - they read no host file.
   - C(rollback) restores the last good unit, environment and config files and points C(current) back at the
     last good release, when it is still on disk.
+  - C(observe), after a rollback that serves, makes the record's observation the restored process (the one the
+    rollback verified), so the next deploy compares the running process with it.
   - C(record) keeps copies of the files that proved good, writes the record (with the verified process as
     observed now) and prunes old releases. Every file is written to a temporary name first and renamed only when
     all are written, so a failure (a full disk) leaves the last good copies and the record as they were and no
@@ -43,7 +50,7 @@ options:
     description: The decision to make.
     type: str
     required: true
-    choices: [plan, restart, judge, rollback, record, report, target, build, reap]
+    choices: [plan, restart, judge, rollback, observe, record, report, target, build, reap]
   runtime_root:
     description:
       - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
@@ -125,6 +132,12 @@ options:
   restarts_since_record:
     description: Step C(report). The RV(restarts_since_record) of the C(restart) step.
     type: dict
+  observed:
+    description:
+      - Step C(report). The RV(observed) of the C(restart) step; what of the process could not be read is said in the
+        report's text.
+    type: dict
+    default: {}
   keep_releases:
     description: Step C(record). Releases to keep; the current, the last good and its previous are never removed.
     type: int
@@ -253,10 +266,15 @@ drift:
   elements: str
 observed:
   description:
-    - Steps C(restart), C(record). The running main process - C(invocation_id), C(main_pid), C(release), and the
-      sha256 of its environment (systemd's per-start variables left out) and command line.
-  returned: when step is restart or record
+    - Steps C(restart), C(record), C(observe). The running main process - C(invocation_id), C(main_pid), C(release),
+      C(started_at) (epoch s), the sha256 of its environment (systemd's per-start variables left out), command line
+      and systemd settings (C(unit_sha256)); C(unreadable) lists what could not be read (C(environ), C(exe),
+      C(cwd), C(maps), C(cmdline), C(release)) and C(unreadable_reasons) why. Empty when no main process runs.
+  returned: when step is restart, record or observe
   type: dict
+  sample: {"invocation_id": "5f0c...", "main_pid": 4242, "release": "0123456789ab", "started_at": 1764900000.5,
+           "unreadable": ["cwd", "environ", "exe", "maps"], "unreadable_reasons": {"environ": "Permission denied"},
+           "cmdline_sha256": "9a1f...", "unit_sha256": "77c2..."}
 restarts_since_record:
   description:
     - Step C(restart). C(n_restarts), C(exits), C(last_exit) (systemd's line), C(last_exit_at) (epoch s),
@@ -333,11 +351,24 @@ import signal  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, release  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, process_state, release  # noqa: E402
 
 RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 FILE_ROLES = ("unit", "env", "config")
-STEPS = ("plan", "restart", "judge", "rollback", "record", "report", "target", "build", "reap")
+STEPS = ("plan", "restart", "judge", "rollback", "observe", "record", "report", "target", "build", "reap")
+# systemd's view of the unit that decides what a start runs (kept in the observation as a digest).
+UNIT_SETTINGS = ("ExecStart", "Environment", "EnvironmentFiles")
+# The per-start parts of systemctl show's ExecStart (the start time, pid and status of the last run).
+EXEC_ARGV = re.compile(r"argv\[\]=(.*?) ;")
+
+
+def unit_settings(unit):
+    """``UNIT_SETTINGS`` of a ``systemctl show`` result, ExecStart reduced to its path and argv."""
+    settings = {key: unit.get(key, "") for key in UNIT_SETTINGS if key in unit}
+    if settings.get("ExecStart"):
+        settings["ExecStart"] = " | ".join(EXEC_ARGV.findall(settings["ExecStart"])) or settings["ExecStart"]
+    return settings
+
 
 ARGUMENT_SPEC = dict(
     step=dict(type="str", required=True, choices=list(STEPS)),
@@ -362,6 +393,7 @@ ARGUMENT_SPEC = dict(
     record_error=dict(type="dict"),
     drift=dict(type="list", elements="str", default=[]),
     restarts_since_record=dict(type="dict"),
+    observed=dict(type="dict", default={}),
     keep_releases=dict(type="int", default=3),
     fields=dict(type="dict", default={}),
     outcome=dict(type="str", default="ready"),
@@ -484,27 +516,59 @@ class Host:
         return props
 
     def process(self, pid):
-        """(argv, resolved paths, environ) of a process: its command line, executable, cwd and mapped files."""
+        """(argv, resolved paths, environ, unreadable) of a process: its command line, executable, cwd, mapped
+        files and environment, each read on its own; ``unreadable``: what could not be read and why (root without
+        CAP_SYS_PTRACE cannot read another user's environ, exe, cwd or maps). ``None`` when there is no process."""
         base = "/proc/%d" % int(pid)
+        unreadable = {}
+
+        def split(raw):
+            return [item.decode("utf-8", "surrogateescape") for item in raw.split(b"\0") if item]
+
         try:
             with open(base + "/cmdline", "rb") as handle:
-                argv = [arg.decode("utf-8", "surrogateescape") for arg in handle.read().split(b"\0") if arg]
+                argv = split(handle.read())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            argv, unreadable["cmdline"] = [], exc.strerror or str(exc)
+        environ = {}
+        try:
             with open(base + "/environ", "rb") as handle:
-                pairs = [item.decode("utf-8", "surrogateescape") for item in handle.read().split(b"\0") if item]
-        except OSError:
-            return [], [], {}
+                environ = dict(item.partition("=")[::2] for item in split(handle.read()))
+        except OSError as exc:
+            unreadable["environ"] = exc.strerror or str(exc)
         paths = [os.path.realpath(arg) for arg in argv if arg.startswith("/")]
         for link in ("exe", "cwd"):
             try:
                 paths.append(os.readlink(base + "/" + link))
-            except OSError:
-                pass
+            except OSError as exc:
+                unreadable[link] = exc.strerror or str(exc)
         try:
             with open(base + "/maps", encoding="utf-8", errors="replace") as handle:
                 paths += [line.split(None, 5)[5].strip() for line in handle if len(line.split(None, 5)) == 6]
+        except OSError as exc:
+            unreadable["maps"] = exc.strerror or str(exc)
+        if not os.path.exists(base):
+            return None
+        return argv, paths, environ, unreadable
+
+    def started_at(self, pid):
+        """The epoch seconds ``pid`` started (its /proc stat start time after the boot time), or None."""
+        stat = process_state.process_stat(pid)
+        try:
+            with open("/proc/stat", encoding="ascii") as handle:
+                btime = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
+            return btime + int(stat[1]) / float(os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError, StopIteration, TypeError, IndexError):
+            return None
+
+    def mtime(self, path):
+        """The modification time of ``path`` itself (a link's own, not its target's), None when absent."""
+        try:
+            return os.lstat(path).st_mtime
         except OSError:
-            pass
-        return argv, paths, dict(item.partition("=")[::2] for item in pairs)
+            return None
 
     def journal_since(self, unit, epoch, max_entries=2000):
         """The unit's journal entries since ``epoch`` (parsed JSON, oldest first)."""
@@ -670,9 +734,20 @@ class Steps:
                 sha["good_" + role] = self.host.sha256(self._good_copy(role))
         current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
         record = self.record()
-        unit = self.host.show(p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts"))
+        unit = self.host.show(p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts", *UNIT_SETTINGS))
         observed = self.observe(unit)
-        drift = release.drift_reasons(record, observed, release_id=p["release_id"])
+        # Files equal to their good copies that changed after the process started: it may have started from others.
+        unchanged = [
+            role for role in FILE_ROLES if role in p["files"] and sha[role] and sha[role] == sha["good_" + role]
+        ]
+        drift = release.drift_reasons(
+            record,
+            observed,
+            release_id=p["release_id"],
+            changed_at={p["files"][role]: self.host.mtime(p["files"][role]) for role in unchanged},
+            current_changed_at=self.host.mtime(os.path.join(p["runtime_root"], "current")),
+            n_restarts=unit.get("NRestarts") or 0,
+        )
         restart, reasons = release.restart_decision(
             record,
             release_id=p["release_id"],
@@ -701,11 +776,12 @@ class Steps:
 
     def observe(self, unit):
         pid = int(unit.get("MainPID") or 0)
-        if not pid:
+        found = self.host.process(pid) if pid else None
+        if not found:
             return {}
-        argv, paths, environ = self.host.process(pid)
-        if not argv:
-            return {}
+        argv, paths, environ, unreadable = found
+        if not argv and "cmdline" not in unreadable:
+            return {}  # a zombie or a kernel thread: the active state decides
         return release.observe_process(
             self.p["runtime_root"],
             invocation_id=unit.get("InvocationID", ""),
@@ -713,7 +789,22 @@ class Steps:
             argv=argv,
             paths=paths,
             environ=environ,
+            unreadable=unreadable,
+            started_at=self.host.started_at(pid),
+            unit_settings=unit_settings(unit),
         )
+
+    def observe_restored(self):
+        """After a rollback that serves: the record's observation becomes the restored process (the one the
+        rollback verified), so the next deploy compares with it and not with the start the rollback replaced."""
+        record = self.record()
+        current = os.path.basename(self.host.readlink(os.path.join(self.p["runtime_root"], "current")))
+        if not record or record.get("release_id") != current:
+            return {"changed": False, "observed": {}, "reason": "the record's release is not the one current names"}
+        observed = self.observe(self.host.show(self.p["unit"], ("MainPID", "InvocationID", *UNIT_SETTINGS)))
+        if not self.check_mode and observed:
+            self.host.write(self.record_path, release.dump_record(dict(record, observed=observed)), 0o600)
+        return {"changed": bool(observed), "observed": observed}
 
     def judge(self):
         p = self.p
@@ -776,7 +867,7 @@ class Steps:
             envelopes=p["envelopes"],
             recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             settle=(p["readiness"] or {}).get("settle") or {},
-            observed=self.observe(self.host.show(p["unit"], ("MainPID", "InvocationID"))),
+            observed=self.observe(self.host.show(p["unit"], ("MainPID", "InvocationID", *UNIT_SETTINGS))),
             unit=p["unit"],
             **{key: value for key, value in p["fields"].items() if key in release.RECORD_DEFAULTS},
         )
@@ -816,6 +907,7 @@ class Steps:
                 restarted=p["restarted"],
                 drift=p["drift"],
                 restarts=p["restarts_since_record"],
+                observed=p["observed"],
                 versions=p["versions"],
                 envelope=envelope,
                 envelope_settings=p["envelopes"].get(envelope, {}),
@@ -830,6 +922,7 @@ class Steps:
                 rollback=p["rollback_readiness"],
                 drift=p["drift"],
                 restarts=p["restarts_since_record"],
+                observed=p["observed"],
                 **common,
             )
             text = release.failure_message(report).splitlines()
@@ -891,7 +984,7 @@ class Steps:
 def run_module(module, host=None):
     steps = Steps(module.params, host or Host(module), check_mode=module.check_mode)
     step = module.params["step"]
-    method = {"record": steps.save}.get(step) or getattr(steps, step)
+    method = {"record": steps.save, "observe": steps.observe_restored}.get(step) or getattr(steps, step)
     try:
         result = method()
     except RecordWriteError as exc:

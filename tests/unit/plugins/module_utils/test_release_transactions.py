@@ -63,6 +63,134 @@ def test_no_observation_no_drift_check():
     assert release.drift_reasons(recorded(), observed(environ={}), release_id="r2") == []  # another release anyway
 
 
+# -- an observation that cannot be made (issue 35): said, and decided on what can be read ----------------
+NO_PTRACE = {"environ": "Permission denied", "exe": "Permission denied", "cwd": "Permission denied"}
+STARTED = 1_700_000_000.0
+ENV_FILE, UNIT_FILE = "/etc/sglang/sglang.env", "/etc/systemd/system/sglang.service"
+
+
+def seen_without_environ(argv=ARGV, invocation="inv-a", unreadable=NO_PTRACE, started=STARTED, settings=None):
+    return release.observe_process(
+        ROOT,
+        invocation_id=invocation,
+        main_pid=41,
+        argv=argv,
+        paths=[],
+        environ={},
+        unreadable=unreadable,
+        started_at=started,
+        unit_settings=settings or {"ExecStart": "/opt/sglang/current/venv/bin/sglang serve", "Environment": ""},
+    )
+
+
+def test_a_readable_environment_that_differs_is_drift():
+    other = observed(environ=dict(ENV, SPECDEC_BY_HAND="1"))
+    assert release.drift_reasons(recorded(), other, release_id="r1") == [
+        "the running process's environment is not the recorded one"
+    ]
+
+
+def test_an_unreadable_environment_is_said_never_hashed_as_empty():
+    obs = seen_without_environ()
+    assert obs["unreadable"] == ["cwd", "environ", "exe"]
+    assert obs["unreadable_reasons"]["environ"] == "Permission denied"
+    assert "environ_sha256" not in obs and obs["cmdline_sha256"] == observed()["cmdline_sha256"]
+    assert obs["release"] == "r1"  # the command line still names it
+    assert release.observation_lines(obs)[1] == (
+        "not observed: the running process's environ (Permission denied); drift decided on what could be read"
+    )
+
+
+def test_unreadable_environment_and_an_env_file_newer_than_the_start_is_drift():
+    record = recorded(seen_without_environ())
+    now = seen_without_environ()
+    changed = {ENV_FILE: STARTED + 30, UNIT_FILE: STARTED - 600}
+    reasons = release.drift_reasons(record, now, release_id="r1", changed_at=changed)
+    assert reasons == [
+        "/etc/sglang/sglang.env changed at 1700000030, after the process started (1700000000), and its "
+        "environment cannot be read (Permission denied)"
+    ]
+
+
+def test_unreadable_environment_against_a_record_that_read_it_uses_the_same_fallbacks():
+    changed = {ENV_FILE: STARTED + 1}
+    assert release.drift_reasons(recorded(), dict(seen_without_environ()), release_id="r1", changed_at=changed)
+
+
+def test_unreadable_and_the_process_under_another_release_than_current_is_drift():
+    other = seen_without_environ(argv=["/opt/sglang/releases/r2/venv/bin/python3", *ARGV[1:]])
+    reasons = release.drift_reasons(recorded(seen_without_environ()), other, release_id="r1")
+    assert reasons[0] == "the running process runs release r2, the record r1"
+
+
+def test_unreadable_release_and_current_switched_after_the_start_is_drift():
+    hidden = {"cmdline": "Permission denied", "exe": "Permission denied", "cwd": "Permission denied"}
+    now = seen_without_environ(argv=[], unreadable=dict(hidden, environ="Permission denied"))
+    assert now["release"] == "" and "release" in now["unreadable"]
+    record = recorded(seen_without_environ())
+    assert release.drift_reasons(record, now, release_id="r1", current_changed_at=STARTED - 5) == []
+    reasons = release.drift_reasons(record, now, release_id="r1", current_changed_at=STARTED + 5)
+    assert reasons[0].startswith("current was switched at 1700000005, after the process started (1700000000)")
+    assert "cmdline, cwd, exe unreadable" in reasons[0]
+
+
+def test_unreadable_environment_and_a_start_outside_the_deploy_is_drift_unless_systemd_restarted_it():
+    record = recorded(seen_without_environ())
+    by_hand = seen_without_environ(invocation="inv-h", started=STARTED + 100)
+    reasons = release.drift_reasons(record, by_hand, release_id="r1", n_restarts=0)
+    assert reasons == [
+        "started as invocation inv-h, not the verified inv-a, and not by systemd's Restart= (NRestarts=0): a start "
+        "outside the deploy whose environment cannot be read (Permission denied)"
+    ]
+    assert release.drift_reasons(record, by_hand, release_id="r1", n_restarts=2) == []
+
+
+def test_unreadable_and_other_systemd_settings_is_drift():
+    record = recorded(seen_without_environ())
+    now = seen_without_environ(
+        settings={"ExecStart": "/opt/sglang/current/venv/bin/sglang serve", "Environment": "X=1"}
+    )
+    assert release.drift_reasons(record, now, release_id="r1") == [
+        "the unit's ExecStart / Environment / EnvironmentFiles are not the recorded ones"
+    ]
+
+
+def test_unreadable_and_everything_consistent_is_no_drift_but_the_report_says_what_was_not_observed():
+    record = recorded(seen_without_environ())
+    now = seen_without_environ()
+    changed = {ENV_FILE: STARTED - 60, UNIT_FILE: STARTED - 600}
+    assert (
+        release.drift_reasons(record, now, release_id="r1", changed_at=changed, current_changed_at=STARTED - 61) == []
+    )
+    common = dict(
+        host="lab1",
+        unit="sglang",
+        release_id="r1",
+        previous_release_id="r0",
+        attempts=[{"envelope": "full", "failure_class": ""}],
+        restarted=False,
+        versions={},
+        envelope="full",
+        envelope_settings={},
+        context={},
+    )
+    report = release.success_report({"ready": True}, observed=now, **common)
+    assert report["observed"]["unreadable"] == ["cwd", "environ", "exe"]
+    text = release.success_summary(report)
+    assert (
+        "not observed: the running process's environ (Permission denied); drift decided on what could be read" in text
+    )
+    failed = release.failure_report({}, target="r0", rollback=None, observed=now, **common_failure(common))
+    assert any(
+        line.startswith("not observed: the running process's environ")
+        for line in release.failure_message(failed).splitlines()
+    )
+
+
+def common_failure(common):
+    return {key: common[key] for key in ("host", "unit", "release_id", "previous_release_id", "attempts")}
+
+
 # -- crashes between deploys ----------------------------------------------------------------------
 JOURNAL = [
     {"_SYSTEMD_INVOCATION_ID": "inv-a", "MESSAGE": "ready to roll", "__REALTIME_TIMESTAMP": "1000000000"},

@@ -50,7 +50,19 @@ def good_deploy(tree, record=V1):
         (tree["state"] / os.path.basename(path)).write_text(open(path).read())
 
 
-def run(monkeypatch, capsys, tree, *, active="active", check_mode=False, unit=None, journal=(), process=None, **params):
+def run(
+    monkeypatch,
+    capsys,
+    tree,
+    *,
+    active="active",
+    check_mode=False,
+    unit=None,
+    journal=(),
+    process=None,
+    started=None,
+    **params,
+):
     args = {
         "runtime_root": str(tree["root"]),
         "release_id": "r2",
@@ -75,8 +87,9 @@ def run(monkeypatch, capsys, tree, *, active="active", check_mode=False, unit=No
         return 0, active + "\n", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    # The running process as /proc would show it: (argv, resolved paths, environ) by pid.
-    monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid, ([], [], {})))
+    # The running process as /proc would show it: (argv, resolved paths, environ, unreadable) by pid, its start.
+    monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid))
+    monkeypatch.setattr(sglang_release.Host, "started_at", lambda self, pid: started)
     out = run_main(sglang_release.main, capsys)
     out["_commands"] = commands
     return out
@@ -126,7 +139,7 @@ def test_restart_is_not_needed_when_the_recorded_deploy_runs(monkeypatch, capsys
     launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
     out = run(monkeypatch, capsys, tree, step="restart", release_id="r1", launcher=launcher)
     assert (out["restart"], out["reasons"]) == (False, [])
-    show = "--property=ActiveState,MainPID,InvocationID,NRestarts"
+    show = "--property=ActiveState,MainPID,InvocationID,NRestarts,ExecStart,Environment,EnvironmentFiles"
     assert out["_commands"] == [["systemctl", "show", "sglang.service", show]]  # no record time: no journal
 
 
@@ -360,7 +373,7 @@ ENV = {"HOME": "/var/lib/sglang", "INVOCATION_ID": "inv-a"}
 
 def running(tree, environ=ENV, release_id="r1"):
     argv = [str(tree["root"] / "releases" / release_id / "venv" / "bin" / "python3"), "sglang", "serve"]
-    return {41: (argv, [], environ)}
+    return {41: (argv, [], environ, {})}
 
 
 def recorded_deploy(monkeypatch, capsys, tree):
@@ -521,3 +534,55 @@ def test_reap_ends_a_live_readiness_job_by_its_group_and_removes_its_leftovers(m
     finally:
         if job.poll() is None:
             job.kill()
+
+
+# -- an observation that cannot be made (issue 35) -------------------------------------------------------
+def unreadable_environ(tree, release_id="r1"):
+    argv = running(tree, release_id=release_id)[41][0]
+    return {41: (argv, [], {}, {"environ": "Permission denied", "exe": "Permission denied"})}
+
+
+def test_an_unreadable_environment_is_recorded_as_such_and_an_env_file_changed_since_the_start_is_drift(
+    monkeypatch, capsys, tree
+):
+    good_deploy(tree)
+    started = os.stat(tree["files"]["env"]).st_mtime + 100
+    common = dict(release_id="r1", unit={"MainPID": "41", "InvocationID": "inv-a"}, started=started)
+    out = run(monkeypatch, capsys, tree, step="record", envelope="small", process=unreadable_environ(tree), **common)
+    assert out["record"]["observed"]["unreadable"] == ["environ", "exe"]
+    assert out["record"]["observed"]["unreadable_reasons"]["environ"] == "Permission denied"
+    assert "environ_sha256" not in out["record"]["observed"]
+    launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
+    same = run(monkeypatch, capsys, tree, step="restart", launcher=launcher, process=unreadable_environ(tree), **common)
+    assert (same["restart"], same["drift"]) == (False, [])
+    assert same["observed"]["unreadable"] == ["environ", "exe"]
+    # The env file put back (same content) after a start by hand with another one: newer than the process.
+    os.utime(tree["files"]["env"], (started + 50, started + 50))
+    moved = run(
+        monkeypatch, capsys, tree, step="restart", launcher=launcher, process=unreadable_environ(tree), **common
+    )
+    assert moved["restart"] is True
+    assert moved["drift"][0].startswith("%s changed at " % tree["files"]["env"])
+    assert "its environment cannot be read (Permission denied)" in moved["drift"][0]
+
+
+def test_observe_after_a_rollback_makes_the_restored_process_the_records(monkeypatch, capsys, tree):
+    recorded_deploy(monkeypatch, capsys, tree)
+    restored = {43: running(tree)[41]}
+    out = run(
+        monkeypatch, capsys, tree, step="observe", unit={"MainPID": "43", "InvocationID": "inv-r"}, process=restored
+    )
+    assert out["changed"] is True and out["observed"]["invocation_id"] == "inv-r"
+    record = json.loads((tree["state"] / "deploy.json").read_text())
+    assert (record["release_id"], record["observed"]["invocation_id"], record["observed"]["main_pid"]) == (
+        "r1",
+        "inv-r",
+        43,
+    )
+    os.unlink(str(tree["root"] / "current"))
+    os.symlink(str(tree["root"] / "releases" / "r2"), str(tree["root"] / "current"))
+    other = run(
+        monkeypatch, capsys, tree, step="observe", unit={"MainPID": "43", "InvocationID": "inv-s"}, process=restored
+    )
+    assert other["changed"] is False  # current names another release than the record: the record is left alone
+    assert json.loads((tree["state"] / "deploy.json").read_text())["observed"]["invocation_id"] == "inv-r"
