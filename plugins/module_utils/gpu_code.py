@@ -1,0 +1,239 @@
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Does the release carry GPU code for the selected GPUs? Pure, stdlib only.
+
+``check_gpu_code(manifest, data, capabilities, ...)`` compares, for each compute capability of the
+selected GPUs (``12.0`` on an RTX PRO 6000 Blackwell):
+
+- each package of the manifest that carries compiled GPU code (``data['packages']``, from
+  ``roles/sglang_preflight/files/gpu_code.yml``): its required libraries must hold SASS for the
+  capability (or PTX the driver can compile); where the host's venv held the file, what its
+  ``.nv_fatbin`` section says (``readings``, from ``cuda_fatbin``) wins over the data;
+- the attention backend the service runs (``sglang_service_attention_backend``, or the one sglang
+  picks per GPU when it is empty) and the sampling backend (``--sampling-backend`` in the extra
+  flags, or sglang's default): a backend whose library has no code for the capability, or that
+  does not run on it, is refused;
+- a backend whose kernels are compiled at run time by the host's CUDA compiler (flashinfer) needs
+  a precompiled package in the manifest (flashinfer-cubin) or a compiler on the host.
+
+Returns ``{ok, reasons, errors, not_checked}``: an error names the library, the capability and what
+the library holds; a reason says why a capability is covered and where that was read.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.specdec.sglang.plugins.module_utils.cuda_fatbin import describe, runs_on, sm_of
+
+
+def _version(entry: dict) -> str:
+    return str(entry.get("version") or "").split("+", 1)[0]
+
+
+def _pinned(manifest: list[dict], data: dict) -> dict:
+    """``{name: (version, package data or None)}`` for the manifest's packages that the data knows by name."""
+    found = {}
+    for entry in manifest or []:
+        name = str(entry.get("name") or "")
+        versions = (data.get("packages") or {}).get(name)
+        if versions is not None:
+            found[name] = (_version(entry), versions.get(_version(entry)))
+    return found
+
+
+def _names(manifest: list[dict]) -> set:
+    return {str(e.get("name") or "") for e in manifest or []}
+
+
+def flag_value(flags: list[str], name: str) -> str | None:
+    """``--sampling-backend pytorch`` (one item or two) / ``--sampling-backend=pytorch`` -> ``pytorch``."""
+    items = [str(f) for f in flags or []]
+    for position, flag in enumerate(items):
+        parts = flag.replace("=", " ", 1).split()
+        if parts and parts[0] == name:
+            if len(parts) > 1:
+                return parts[1]
+            return items[position + 1] if position + 1 < len(items) else ""
+    return None
+
+
+def default_attention(data: dict, capability: str, tree: bool) -> str:
+    """The attention backend sglang picks on ``capability`` when none is given (MHA models)."""
+    rule = data.get("attention_default") or {}
+    major = str(capability).split(".", 1)[0]
+    chosen = (rule.get("by_major") or {}).get(major)
+    if chosen is None:
+        return str(rule.get("otherwise") or "")
+    return str(chosen["tree" if tree else "chain"])
+
+
+def _library_code(pin_name: str, version: str, library: dict, readings: dict) -> tuple:
+    """(sass, ptx, where) of one library: the host's file when it was read, else the data."""
+    reading = (readings or {}).get(library.get("path") or "")
+    if reading and not reading.get("error"):
+        return reading["sass"], reading["ptx"], f"read from {reading.get('file') or library['path']} on the host"
+    where = f"data for {pin_name} {version}: {library.get('read', 'no source recorded')}"
+    if reading and reading.get("error"):
+        where += f" (the host's file could not be read: {reading['error']})"
+    return list(library.get("sass") or []), list(library.get("ptx") or []), where
+
+
+def _loaded_libraries(package: dict, capability: str) -> list[dict]:
+    """The libraries of ``package`` that load on ``capability`` (its loader picks one variant directory)."""
+    loader = package.get("loader") or {}
+    variant = (loader.get("exact") or {}).get(capability, loader.get("otherwise"))
+    return [lib for lib in package.get("libraries") or [] if lib.get("variant") in (None, variant)]
+
+
+class _Check:
+    """One run of the check: the inputs it reads and the result it fills."""
+
+    def __init__(self, manifest, data, readings, host_compiler):
+        self.manifest = manifest or []
+        self.data = data or {}
+        self.pins = _pinned(manifest, data)
+        self.readings = readings or {}
+        self.host_compiler = host_compiler
+        self.result: dict = {"reasons": [], "errors": [], "not_checked": []}
+
+    def library(self, pin: tuple, library: dict, capability: str, why: str = "") -> bool:
+        name, version = pin
+        sass, ptx, where = _library_code(name, version, library, self.readings)
+        how = runs_on(capability, sass, ptx)
+        label = f"{name} {version} {library['name']}" + (f" ({library['variant']}/)" if library.get("variant") else "")
+        if how is None:
+            self.result["errors"].append(
+                f"{label}{why} has no code for compute capability {capability} (sm_{sm_of(capability)}):"
+                f" it holds {describe(sass, ptx)} ({where})"
+            )
+            return False
+        self.result["reasons"].append(f"{capability}: {label}{why} runs as {how} ({where})")
+        return True
+
+    def packages(self, capability: str) -> None:
+        for name, (version, package) in sorted(self.pins.items()):
+            if package is None:
+                self.result["not_checked"].append(
+                    f"{name} {version} is not in the GPU code data: its GPU code is not checked"
+                )
+                continue
+            for library in _loaded_libraries(package, capability):
+                if library.get("required"):
+                    self.library((name, version), library, capability)
+            if package.get("compiles_at_run_time") == "bundled":
+                self.result["reasons"].append(
+                    f"{capability}: {name} {version} compiles at run time ({package.get('read')})"
+                )
+
+    def backend(self, attention: str, origin: str, capability: str) -> None:
+        spec = (self.data.get("attention_backends") or {}).get(attention)
+        label = f"attention backend {attention} ({origin})"
+        if spec is None:
+            self.result["not_checked"].append(f"{label}: no GPU code data for it, not checked on {capability}")
+            return
+        majors = spec.get("capability_majors")
+        if majors is not None and int(str(capability).split(".")[0]) not in majors:
+            self.result["errors"].append(
+                f"{label} does not run on compute capability {capability}: it runs on major"
+                f" {', '.join(str(m) for m in majors)} only ({spec.get('read')})"
+            )
+            return
+        lib = spec.get("library")
+        if lib:
+            version, package = self.pins.get(lib["package"], ("", None))
+            if package is None:
+                self.result["not_checked"].append(
+                    f"{label}: {lib['package']} is not pinned with GPU code data, not checked"
+                )
+                return
+            library = next((x for x in package.get("libraries") or [] if x["name"] == lib["name"]), None)
+            if library is not None:
+                self.library((lib["package"], version), library, capability, why=f" for {label}")
+            return
+        if spec.get("package") and spec["package"] != "flashinfer-python":
+            if spec["package"] in self.pins:
+                self.result["reasons"].append(f"{capability}: {label} runs on {spec['package']} ({spec.get('read')})")
+            else:
+                self.result["errors"].append(f"{label} needs {spec['package']}, which the manifest does not hold")
+
+    def flashinfer(self, capability: str, used_by: list[str]) -> None:
+        if "flashinfer-python" not in self.pins:
+            self.result["errors"].append(
+                f"{', '.join(used_by)} on {capability} needs flashinfer-python, which the manifest does not hold"
+            )
+            return
+        version, package = self.pins["flashinfer-python"]
+        users = ", ".join(used_by)
+        if package is None:
+            self.result["not_checked"].append(
+                f"flashinfer-python {version} is not in the GPU code data: {users} on {capability} not checked"
+            )
+            return
+        brought = sorted(_names(self.manifest) & set(package.get("precompiled") or []))
+        if brought:
+            self.result["reasons"].append(
+                f"{capability}: flashinfer-python {version} ({users}) takes its kernels from"
+                f" {', '.join(brought)} in the manifest"
+            )
+        elif self.host_compiler:
+            self.result["reasons"].append(
+                f"{capability}: flashinfer-python {version} ({users}) compiles its kernels at run time with"
+                f" {self.host_compiler} on the host"
+            )
+        else:
+            self.result["errors"].append(
+                f"flashinfer-python {version} ({users} on compute capability {capability}) is pure Python:"
+                f" its kernels come from {' or '.join(package.get('precompiled') or [])} or are compiled at run"
+                " time by nvcc, and the manifest holds neither package and the host has no nvcc (PATH,"
+                f" CUDA_HOME/bin, /usr/local/cuda/bin). Add flashinfer-cubin=={version} to sglang_runtime_manifest,"
+                " install a CUDA toolkit on the host, or choose backends without flashinfer"
+                " (sglang_service_attention_backend: triton and '--sampling-backend pytorch' in"
+                " sglang_service_extra_flags)"
+            )
+
+
+def check_gpu_code(
+    manifest: list[dict],
+    data: dict,
+    capabilities: list,
+    *,
+    attention_backend: str = "",
+    extra_flags: list[str] | None = None,
+    tree: bool = False,
+    readings: dict | None = None,
+    host_compiler: str | None = None,
+) -> dict:
+    """``{ok, reasons, errors, not_checked}`` for the manifest and backends on the GPUs' capabilities."""
+    check = _Check(manifest, data, readings, host_compiler)
+    known = sorted({str(c) for c in capabilities if c})
+    if any(not c for c in capabilities):
+        check.result["not_checked"].append(
+            "a selected GPU's compute capability is unknown (nvidia-smi did not report compute_cap):"
+            " its compiled code is not checked"
+        )
+    sampling = flag_value(extra_flags or [], "--sampling-backend")
+    chosen = str(attention_backend or flag_value(extra_flags or [], "--attention-backend") or "")
+    for capability in known:
+        check.packages(capability)
+        attention = chosen or default_attention(check.data, capability, tree)
+        origin = "sglang_service_attention_backend" if chosen else "sglang's default on this GPU"
+        check.backend(attention, origin, capability)
+        sampling_backend = sampling or str((check.data.get("sampling_default") or {}).get("backend") or "")
+        used_by = []
+        if attention == "flashinfer":
+            used_by.append(f"attention backend flashinfer, {origin}")
+        if sampling_backend == "flashinfer" and (sampling or "flashinfer-python" in check.pins):
+            source = "--sampling-backend" if sampling else "sglang's default sampling backend"
+            used_by.append(f"sampling backend flashinfer, {source}")
+        if used_by:
+            check.flashinfer(capability, used_by)
+    return dict(check.result, ok=not check.result["errors"])
+
+
+def files_to_read(manifest: list[dict], data: dict) -> list[dict]:
+    """``[{package, version, path}]``: the pinned packages' libraries (under site-packages) for the host to read."""
+    wanted: list[dict] = []
+    for name, (version, package) in sorted(_pinned(manifest, data).items()):
+        for library in (package or {}).get("libraries") or []:
+            if library.get("path") and not any(w["path"] == library["path"] for w in wanted):
+                wanted.append({"package": name, "version": version, "path": library["path"]})
+    return wanted

@@ -1,0 +1,146 @@
+"""Compiled GPU code against the GPUs' compute capabilities, over the committed data (gpu_code.yml)."""
+
+import pathlib
+
+import pytest
+import yaml
+from ansible_collections.specdec.sglang.plugins.module_utils.gpu_code import (
+    check_gpu_code,
+    default_attention,
+    files_to_read,
+    flag_value,
+)
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+DATA = yaml.safe_load((REPO / "roles" / "sglang_preflight" / "files" / "gpu_code.yml").read_text())
+KNOWN = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "files" / "known_runtimes.yml").read_text())
+# The compiled core the known runtime 0.5.17 records (what a default manifest derives).
+CORE = [{"name": e["name"], "version": e["version"]} for e in KNOWN["runtimes"]["0.5.17"]["core"]]
+CUBIN = [*CORE, {"name": "flashinfer-cubin", "version": "0.6.15.post1"}]
+
+
+def test_every_fact_names_where_it_was_read():
+    for name, versions in DATA["packages"].items():
+        for version, package in versions.items():
+            for library in package.get("libraries", []):
+                assert library.get("read"), (name, version, library["name"])
+            if not package.get("libraries"):
+                assert package.get("read"), (name, version)
+    for backend, spec in DATA["attention_backends"].items():
+        assert spec.get("read"), backend
+
+
+def test_the_data_covers_the_known_runtime_core_versions():
+    for entry in CORE:
+        assert entry["version"] in DATA["packages"][entry["name"]], entry
+
+
+def test_fa3_on_blackwell_is_refused_naming_flash_ops_and_its_capabilities():
+    result = check_gpu_code(CUBIN, DATA, ["12.0", "12.0"], attention_backend="fa3")
+    assert result["ok"] is False
+    [error] = result["errors"]
+    assert error.startswith(
+        "sglang-kernel 0.4.5 flash_ops for attention backend fa3 (sglang_service_attention_backend)"
+    )
+    assert "has no code for compute capability 12.0 (sm_120): it holds SASS sm_80, sm_86, sm_90; no PTX" in error
+
+
+def test_fa3_on_h200_runs():
+    result = check_gpu_code(CUBIN, DATA, ["9.0"], attention_backend="fa3")
+    assert result["ok"] is True, result["errors"]
+    assert any("flash_ops for attention backend fa3" in r and "sass sm_90" in r for r in result["reasons"])
+
+
+def test_trtllm_mha_on_blackwell_12_is_refused_and_runs_on_10():
+    refused = check_gpu_code(CUBIN, DATA, ["12.0"], attention_backend="trtllm_mha")
+    assert refused["ok"] is False
+    assert (
+        "attention backend trtllm_mha (sglang_service_attention_backend) does not run on compute capability 12.0"
+        in (refused["errors"][0])
+    )
+    assert check_gpu_code(CUBIN, DATA, ["10.0"], attention_backend="trtllm_mha")["ok"] is True
+
+
+def test_defaults_on_blackwell_pass_with_the_reasons_when_the_manifest_brings_flashinfer_cubin():
+    result = check_gpu_code(CUBIN, DATA, ["12.0"])
+    assert result["ok"] is True, result["errors"]
+    joined = "\n".join(result["reasons"])
+    assert "12.0: sglang-kernel 0.4.5 common_ops (sm100/) runs as sass sm_120 (data for sglang-kernel 0.4.5" in joined
+    assert "sm90/" not in joined  # the loader picks sm100/ on every capability but 9.0
+    assert "12.0: torch 2.11.0 libtorch_cuda runs as sass sm_120" in joined
+    assert "12.0: triton 3.6.0 compiles at run time" in joined
+    assert (
+        "flashinfer-python 0.6.15.post1 (attention backend flashinfer, sglang's default on this GPU, sampling backend"
+        " flashinfer, sglang's default sampling backend) takes its kernels from flashinfer-cubin" in joined
+    )
+
+
+def test_defaults_without_flashinfer_cubin_and_without_nvcc_are_refused():
+    result = check_gpu_code(CORE, DATA, ["12.0"])
+    assert result["ok"] is False
+    [error] = result["errors"]
+    assert error.startswith(
+        "flashinfer-python 0.6.15.post1 (attention backend flashinfer, sglang's default on this GPU"
+    )
+    assert "the manifest holds neither package and the host has no nvcc" in error
+    assert "Add flashinfer-cubin==0.6.15.post1 to sglang_runtime_manifest" in error
+
+
+def test_defaults_without_cubin_pass_when_the_host_has_nvcc():
+    result = check_gpu_code(CORE, DATA, ["12.0"], host_compiler="/usr/local/cuda/bin/nvcc")
+    assert result["ok"] is True
+    assert any("compiles its kernels at run time with /usr/local/cuda/bin/nvcc" in r for r in result["reasons"])
+
+
+def test_triton_attention_and_pytorch_sampling_need_no_flashinfer_kernels():
+    result = check_gpu_code(
+        CORE, DATA, ["12.0"], attention_backend="triton", extra_flags=["--sampling-backend", "pytorch"]
+    )
+    assert result["ok"] is True, result["errors"]
+    assert not any("flashinfer" in r for r in result["reasons"])
+
+
+def test_a_host_reading_wins_over_the_data():
+    readings = {
+        "sgl_kernel/sm100/common_ops.abi3.so": {
+            "file": "/v/sgl_kernel/sm100/common_ops.abi3.so",
+            "sass": [80, 90, 100],
+            "ptx": [],
+        }
+    }
+    result = check_gpu_code(CUBIN, DATA, ["12.0"], readings=readings)
+    assert result["ok"] is False
+    assert result["errors"] == [
+        "sglang-kernel 0.4.5 common_ops (sm100/) has no code for compute capability 12.0 (sm_120): it holds"
+        " SASS sm_80, sm_90, sm_100; no PTX (read from /v/sgl_kernel/sm100/common_ops.abi3.so on the host)"
+    ]
+
+
+def test_unknown_capability_and_unknown_versions_are_warnings_not_silent_passes():
+    other = [{"name": "sglang-kernel", "version": "0.4.10"}]
+    result = check_gpu_code(other, DATA, [None])
+    assert result["ok"] is True
+    assert any("compute capability is unknown" in w for w in result["not_checked"])
+    result = check_gpu_code(other, DATA, ["12.0"], attention_backend="triton")
+    assert any("sglang-kernel 0.4.10 is not in the GPU code data" in w for w in result["not_checked"])
+
+
+@pytest.mark.parametrize(
+    ("capability", "tree", "expected"),
+    [("9.0", False, "fa3"), ("9.0", True, "flashinfer"), ("10.0", False, "trtllm_mha"), ("12.0", False, "flashinfer")],
+)
+def test_default_attention(capability, tree, expected):
+    assert default_attention(DATA, capability, tree) == expected
+
+
+def test_flag_value_reads_both_spellings():
+    assert flag_value(["--x", "--sampling-backend pytorch"], "--sampling-backend") == "pytorch"
+    assert flag_value(["--sampling-backend=flashinfer"], "--sampling-backend") == "flashinfer"
+    assert flag_value(["--sampling-backend", "pytorch"], "--sampling-backend") == "pytorch"
+    assert flag_value(["--sampling-backends=x"], "--sampling-backend") is None
+
+
+def test_files_to_read_are_the_pinned_libraries():
+    paths = [f["path"] for f in files_to_read(CORE, DATA)]
+    assert "sgl_kernel/flash_ops.abi3.so" in paths and "torch/lib/libtorch_cuda.so" in paths
+    assert len(paths) == len(set(paths))
