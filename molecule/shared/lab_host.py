@@ -20,6 +20,11 @@ class LabBackend(podman.PodmanBackend):
 
     NAME = "lab"
 
+    @property
+    def container(self):
+        """The container's name (what a test passes to its own ``podman exec``)."""
+        return self.name
+
     def run(self, command, *args, **kwargs):
         cmd = self.get_command(command, *args)
         out = self.run_local("podman exec --privileged %s /bin/sh -c %s", self.name, cmd)
