@@ -5,7 +5,7 @@
 Programs that run on a host in another interpreter (a release venv's python) are ordinary,
 linted, unit-tested modules under module_utils. The Ansible module imports them, so AnsiballZ
 packs them into its payload with the other module_utils; at run time their text is read back
-through the module's loader (a zipimporter inside the payload, a file loader in a checkout).
+through the module's loader (the zip importer inside the payload, a file loader in a checkout).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Host programs are real module_utils files whose source is read back through their loader.
 
-AnsiballZ ships module_utils inside a zip payload and imports them with zipimport; the source of a
+AnsiballZ ships module_utils inside a zip payload and imports them from the zip; the source of a
 host program must come back from there as well as from a checkout.
 """
 
