@@ -319,12 +319,12 @@ def check_all(values: dict, specs: dict, rules: dict | None = None) -> list[str]
             continue
         found = check(name, values[name], spec, rules.get(name))
         if spec.get("no_log"):
-            found = [_hide(message, values[name]) for message in found]
+            found = [hide_secret(message, values[name]) for message in found]
         errors.extend(found)
     return errors
 
 
-def _hide(message: str, value) -> str:
+def hide_secret(message: str, value) -> str:
     """A message about a secret, without the secret (nor any part of a list or dict holding it)."""
     parts = [value] + (list(value) if isinstance(value, (list, tuple)) else [])
     parts += list(value.values()) if isinstance(value, dict) else []

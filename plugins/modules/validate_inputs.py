@@ -7,40 +7,36 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: validate_inputs
-short_description: Check a role's variables strictly (types, choices, ranges, paths) on the controller
+short_description: Check every input of a playbook or a role on the controller, all errors at once
 version_added: 0.1.0
 author: specdec maintainers (@specdec)
 description:
-  - Checks every variable of the calling role's argument spec (C(meta/argument_specs.yml), entry point
-    O(entry_point)) that is set, then the role's extra O(rules). Runs on the controller; no host is contacted.
+  - Templates the play's variables as the controller sees them and hands them to one pure function,
+    C(check_inputs) of C(plugins/module_utils/validation_rules.py), which holds every rule as data - each
+    variable's type, choices and default from its role's C(meta/argument_specs.yml), ranges, patterns and paths
+    (C(ROLE_RULES)), the checks across variables and across roles (C(CROSS_RULES)), each playbook's own
+    variables (C(PLAYS)). It fails with every error at once. No host is contacted.
   - A string is never read as a list or a dict. Ansible's own argument spec validation splits C("1,2") into a
     list, and a role reading the string would see C("1") and C(","); here it is refused, with the C(-e) JSON that
     passes a list. Integers, floats and booleans given as strings (C(-e name=value)) are accepted.
-  - Each message names the variable, the value found and the values allowed.
-  - The checks live in C(plugins/module_utils/validation.py).
+  - With O(play), a role-prefixed variable that no role reads, and a C(sglang_*) variable whose prefix is a typo
+    of a role's or a playbook's (C(sglang_servce_port)), are refused naming the closest variable.
+  - A runtime, algorithm and attention backend whose combination has no GPU record
+    (C(roles/sglang_runtime/files/known_runtimes.yml)) is refused unless C(sglang_runtime_allow_unproven=true);
+    the message says where it was proven (a GPU record, the lab only, nowhere).
+  - Each message names the variable, the value found (never a secret's) and the values allowed.
 options:
-  rules:
+  play:
     description:
-      - Extra checks per variable. Keys C(min), C(max) (numbers, or each list element), C(pattern) and C(means)
-        (a regex and its description), C(abs_path) and C(allow_empty), C(non_empty), C(unique) (lists),
-        C(keys), C(required_keys), C(key_pattern), C(keys_not_in), C(value_pattern) and C(value_means) (dicts),
-        C(batch_size) (Ansible's C(serial), a count, a percentage or a list of those), C(envelopes) (a dict of
-        memory envelopes, C(sglang_service_envelopes), each error naming the envelope, the field and the rule broken).
-    type: dict
-    default: {}
-  specs:
-    description:
-      - Argument specs of variables that no role owns (play-level variables such as C(sglang_deploy_serial)),
-        in the format of C(meta/argument_specs.yml) options. When given, the role's argument spec is not read.
-    type: dict
-  entry_point:
-    description: Entry point of the role's argument spec whose options are checked.
+      - The entry playbook whose inputs are checked (its own variables, the variables of its roles, unknown
+        names). Without O(play) and O(roles), the variables of the role the task belongs to are checked.
     type: str
-    default: main
-  unknown_prefixes:
+    choices: [deploy, rollback, stop, diagnose]
+  roles:
     description:
-      - Instead of checking values, refuse every variable with one of these prefixes that no role documents
-        (C(meta/argument_specs.yml)) or sets (C(set_fact), C(register)), naming the closest known variable.
+      - The roles whose variables and checks apply (default those of O(play), else the calling role). With
+        C(sglang_patches), each directory of C(sglang_patches_sets) is read and validated as a patch set; the
+        parsed sets are returned in RV(results).
     type: list
     elements: str
 attributes:
@@ -55,18 +51,12 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Check this role's variables (types, choices, ranges) before anything else
+- name: Check every input of the deploy (no host is contacted)
   specdec.sglang.validate_inputs:
-    rules:
-      sglang_service_port: {min: 1024, max: 65535}
-      sglang_service_model_path: {abs_path: true}
+    play: deploy
 
-- name: Check play-level variables
-  specdec.sglang.validate_inputs:
-    specs:
-      sglang_deploy_serial: {type: raw}
-    rules:
-      sglang_deploy_serial: {batch_size: true}
+- name: Check this role's variables when the role runs alone
+  specdec.sglang.validate_inputs: {}
 """
 
 RETURN = r"""
@@ -88,4 +78,11 @@ errors:
   type: list
   elements: str
   sample: ['sglang_service_port="80": must be in 1024-65535']
+results:
+  description:
+    - With C(sglang_patches) among the roles, one entry per patch set of C(sglang_patches_sets), for the tasks
+      that apply them - C(item) (the directory), C(name), C(sglang_version), C(manifest) and C(files).
+  returned: always
+  type: list
+  elements: dict
 """
