@@ -367,3 +367,59 @@ def bound(text, max_bytes):
         tail = data[-max_bytes:].decode("utf-8", "ignore")
         return tail, True
     return "\n".join(lines[keep_from:]), keep_from > 0
+
+
+# -- the last N starts of a unit (the support bundle) -----------------------------------------------
+# systemd's "unit starting" message (catalog id), where the journal holds it.
+UNIT_STARTING_MESSAGE_ID = "7d4958e842da4a758f6c1cdc7b36dcc5"
+
+
+def _invocation(entry):
+    return str(entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID") or "")
+
+
+def _realtime_us(entry):
+    try:
+        return int(entry.get("__REALTIME_TIMESTAMP"))
+    except (TypeError, ValueError):
+        return None
+
+
+def last_starts(entries, keep):
+    """Where the journal of a unit's last ``keep`` starts begins.
+
+    ``entries``: the unit's journal (``journalctl -o json``, parsed), oldest first; the fields
+    ``MESSAGE_ID``, ``INVOCATION_ID`` (systemd's own lines), ``_SYSTEMD_INVOCATION_ID`` (the process's) and
+    ``__REALTIME_TIMESTAMP`` are read. A start is a "unit starting" message (its MESSAGE_ID) where the journal
+    has them; where it has none (a container's systemd may not log them), a start is an invocation id, at its
+    first entry - what every systemd writes for every start of a unit.
+
+    Returns {since_us (the first entry of the ``keep``-th last start, None: keep everything), by
+    (``message_id``, ``invocation_id`` or ``none``), starts (found), kept}."""
+    keep = max(1, int(keep))
+    stamps = [_realtime_us(entry) for entry in entries if entry.get("MESSAGE_ID") == UNIT_STARTING_MESSAGE_ID]
+    stamps = [stamp for stamp in stamps if stamp is not None]
+    by = "message_id"
+    if not stamps:
+        by, seen = "invocation_id", set()
+        for entry in entries:
+            invocation, stamp = _invocation(entry), _realtime_us(entry)
+            if invocation and stamp is not None and invocation not in seen:
+                seen.add(invocation)
+                stamps.append(stamp)
+    if not stamps:
+        return {"since_us": None, "by": "none", "starts": 0, "kept": 0}
+    stamps.sort()
+    return {
+        "since_us": stamps[-keep] if len(stamps) > keep else None,
+        "by": by,
+        "starts": len(stamps),
+        "kept": min(keep, len(stamps)),
+    }
+
+
+def since_argument(since_us):
+    """journalctl's ``--since`` for a realtime timestamp in microseconds ("" for none)."""
+    if since_us is None:
+        return ""
+    return "--since=@%d.%06d" % divmod(int(since_us), 1000000)

@@ -358,6 +358,8 @@ FILE_ROLES = ("unit", "env", "config")
 STEPS = ("plan", "restart", "judge", "rollback", "observe", "record", "report", "target", "build", "reap")
 # systemd's view of the unit that decides what a start runs (kept in the observation as a digest).
 UNIT_SETTINGS = ("ExecStart", "Environment", "EnvironmentFiles")
+# The main process's start on the monotonic clock (us): its start time, to the microsecond.
+START_PROPERTY = "ExecMainStartTimestampMonotonic"
 # The per-start parts of systemctl show's ExecStart (the start time, pid and status of the last run).
 EXEC_ARGV = re.compile(r"argv\[\]=(.*?) ;")
 
@@ -553,8 +555,12 @@ class Host:
             return None
         return argv, paths, environ, unreadable
 
-    def started_at(self, pid):
-        """The epoch seconds ``pid`` started (its /proc stat start time after the boot time), or None."""
+    def started_at(self, pid, monotonic_us=None):
+        """The epoch seconds ``pid`` started, or None: from systemd's ``ExecMainStartTimestampMonotonic`` (us on the
+        monotonic clock, ``monotonic_us``) when given, else from its /proc stat start time after the boot time
+        (whole seconds: up to 1 s early)."""
+        if monotonic_us:
+            return time.time() - (time.monotonic() - int(monotonic_us) / 1e6)
         stat = process_state.process_stat(pid)
         try:
             with open("/proc/stat", encoding="ascii") as handle:
@@ -734,7 +740,9 @@ class Steps:
                 sha["good_" + role] = self.host.sha256(self._good_copy(role))
         current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
         record = self.record()
-        unit = self.host.show(p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts", *UNIT_SETTINGS))
+        unit = self.host.show(
+            p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts", START_PROPERTY, *UNIT_SETTINGS)
+        )
         observed = self.observe(unit)
         # Files equal to their good copies that changed after the process started: it may have started from others.
         unchanged = [
@@ -790,7 +798,7 @@ class Steps:
             paths=paths,
             environ=environ,
             unreadable=unreadable,
-            started_at=self.host.started_at(pid),
+            started_at=self.host.started_at(pid, unit.get("ExecMainStartTimestampMonotonic")),
             unit_settings=unit_settings(unit),
         )
 
@@ -801,7 +809,9 @@ class Steps:
         current = os.path.basename(self.host.readlink(os.path.join(self.p["runtime_root"], "current")))
         if not record or record.get("release_id") != current:
             return {"changed": False, "observed": {}, "reason": "the record's release is not the one current names"}
-        observed = self.observe(self.host.show(self.p["unit"], ("MainPID", "InvocationID", *UNIT_SETTINGS)))
+        observed = self.observe(
+            self.host.show(self.p["unit"], ("MainPID", "InvocationID", START_PROPERTY, *UNIT_SETTINGS))
+        )
         if not self.check_mode and observed:
             self.host.write(self.record_path, release.dump_record(dict(record, observed=observed)), 0o600)
         return {"changed": bool(observed), "observed": observed}
@@ -867,7 +877,9 @@ class Steps:
             envelopes=p["envelopes"],
             recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             settle=(p["readiness"] or {}).get("settle") or {},
-            observed=self.observe(self.host.show(p["unit"], ("MainPID", "InvocationID", *UNIT_SETTINGS))),
+            observed=self.observe(
+                self.host.show(p["unit"], ("MainPID", "InvocationID", START_PROPERTY, *UNIT_SETTINGS))
+            ),
             unit=p["unit"],
             **{key: value for key, value in p["fields"].items() if key in release.RECORD_DEFAULTS},
         )

@@ -89,7 +89,7 @@ def run(
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     # The running process as /proc would show it: (argv, resolved paths, environ, unreadable) by pid, its start.
     monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid))
-    monkeypatch.setattr(sglang_release.Host, "started_at", lambda self, pid: started)
+    monkeypatch.setattr(sglang_release.Host, "started_at", lambda self, pid, monotonic_us=None: started)
     out = run_main(sglang_release.main, capsys)
     out["_commands"] = commands
     return out
@@ -134,12 +134,17 @@ def test_plan_fails_on_an_unreadable_record(monkeypatch, capsys, tree):
 
 
 # -- restart --------------------------------------------------------------------------------------
+SETTINGS = ("ExecStart", "Environment", "EnvironmentFiles")
+
+
 def test_restart_is_not_needed_when_the_recorded_deploy_runs(monkeypatch, capsys, tree):
     good_deploy(tree)
     launcher = str(tree["root"] / "releases" / "r1" / "venv" / "bin" / "sglang")
     out = run(monkeypatch, capsys, tree, step="restart", release_id="r1", launcher=launcher)
     assert (out["restart"], out["reasons"]) == (False, [])
-    show = "--property=ActiveState,MainPID,InvocationID,NRestarts,ExecStart,Environment,EnvironmentFiles"
+    show = "--property=" + ",".join(
+        ("ActiveState", "MainPID", "InvocationID", "NRestarts", "ExecMainStartTimestampMonotonic", *SETTINGS)
+    )
     assert out["_commands"] == [["systemctl", "show", "sglang.service", show]]  # no record time: no journal
 
 
