@@ -55,6 +55,13 @@ options:
       reference venv, or the release's venv). Empty or absent reads nothing.
     type: path
     default: ''
+  cuda_roots:
+    description:
+      - CUDA installations searched for C(bin/nvcc) after C(PATH), C(CUDA_HOME) and C(CUDA_PATH) (where flashinfer's
+        run-time compile looks too).
+    type: list
+    elements: path
+    default: [/usr/local/cuda]
   fail_on_errors:
     description: Fail when a package or backend has no code for a selected GPU.
     type: bool
@@ -126,6 +133,7 @@ ARGUMENT_SPEC = {
     "extra_flags": {"type": "list", "elements": "str", "default": []},
     "tree": {"type": "bool", "default": False},
     "venv": {"type": "path", "default": ""},
+    "cuda_roots": {"type": "list", "elements": "path", "default": ["/usr/local/cuda"]},
     "fail_on_errors": {"type": "bool", "default": True},
 }
 
@@ -174,12 +182,12 @@ def read_venv(venv: str, wanted: list[dict]) -> tuple[dict, list[str]]:
     return readings, notes
 
 
-def host_compiler() -> str | None:
-    """nvcc on PATH, under CUDA_HOME, or under /usr/local/cuda."""
+def host_compiler(cuda_roots=("/usr/local/cuda",)) -> str | None:
+    """nvcc on PATH, under CUDA_HOME or CUDA_PATH, or under one of ``cuda_roots``."""
     found = shutil.which("nvcc")
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *cuda_roots):
         if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
             return os.path.join(root, "bin", "nvcc")
     return None
@@ -187,7 +195,7 @@ def host_compiler() -> str | None:
 
 def run(p: dict) -> dict:
     readings, notes = read_venv(p["venv"], files_to_read(p["manifest"], p["data"]))
-    compiler = host_compiler()
+    compiler = host_compiler(p["cuda_roots"])
     result = check_gpu_code(
         p["manifest"],
         p["data"],

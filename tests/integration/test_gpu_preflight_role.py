@@ -80,3 +80,105 @@ def test_ct129_ladder_with_an_envelope_no_gpu_pair_can_hold_refuses_with_the_num
     assert rc == 2, out[-3000:]
     assert "no envelope of sglang_service_envelope_ladder=['full'] fits the selected GPUs (tp_size=2)" in out
     assert "fewer than one request of context_length 4194304" in out
+
+
+# --- compiled GPU code against 12.0 GPUs (issue 34) ---------------------------------------
+
+BLACKWELL = REPO / "tests" / "integration" / "gpu_preflight" / "blackwell.yml"
+CUBIN = '{"extra_manifest": [{"name": "flashinfer-cubin", "version": "0.6.15.post1"}]}'
+
+
+def run_blackwell(tmp_path, *extra, transcript="constructed-rtx-pro-6000-blackwell-8gpu"):
+    """blackwell.yml with no nvcc reachable (PATH without it, no CUDA_HOME, no CUDA root)."""
+    bin_dir = pathlib.Path(os.environ.get("VIRTUAL_ENV") or REPO / ".venv") / "bin"
+    env = {
+        "FAKE_SMI_DIR": str(FIXTURES / transcript),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CUDA_HOME": "",
+        "CUDA_PATH": "",
+    }
+    env_all = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json", **env)
+    argv = [
+        str(bin_dir / "ansible-playbook"),
+        "-i",
+        "localhost,",
+        str(BLACKWELL),
+        "-e",
+        '{"_sglang_preflight_cuda_roots": []}',
+    ]
+    for value in extra:
+        argv += ["-e", value]
+    proc = subprocess.run(argv, cwd=REPO, env=env_all, capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def gpu_code_result(out):
+    line = next(ln.strip() for ln in out.splitlines() if '"msg": "GPU_CODE ' in ln)
+    return json.loads(json.loads("{" + line + "}")["msg"].removeprefix("GPU_CODE "))
+
+
+def test_fa3_on_12_0_gpus_is_refused_in_preflight_naming_flash_ops_and_its_capabilities(tmp_path):
+    rc, out = run_blackwell(tmp_path, "sglang_service_attention_backend=fa3", CUBIN)
+    assert rc == 2, out[-3000:]
+    assert (
+        "no GPU code for the selected GPUs: sglang-kernel 0.4.5 flash_ops for attention backend fa3"
+        " (sglang_service_attention_backend) has no code for compute capability 12.0 (sm_120): it holds"
+        " SASS sm_80, sm_86, sm_90; no PTX" in out
+    )
+    assert '"msg": "GPU_CODE' not in out
+
+
+def test_trtllm_mha_on_12_0_gpus_is_refused(tmp_path):
+    rc, out = run_blackwell(tmp_path, "sglang_service_attention_backend=trtllm_mha", CUBIN)
+    assert rc == 2, out[-3000:]
+    assert (
+        "attention backend trtllm_mha (sglang_service_attention_backend) does not run on compute capability 12.0" in out
+    )
+
+
+def test_the_defaults_on_12_0_pass_with_their_reasons_listed(tmp_path):
+    rc, out = run_blackwell(tmp_path, CUBIN)
+    assert rc == 0, out[-3000:]
+    result = gpu_code_result(out)
+    assert result["ok"] is True and result["errors"] == [] and result["not_checked"] == []
+    assert [r.split(" (", 1)[0] for r in result["reasons"]] == [
+        "12.0: sglang-kernel 0.4.5 common_ops",
+        "12.0: torch 2.11.0 libtorch_cuda runs as sass sm_120",
+        "12.0: triton 3.6.0 compiles at run time",
+        "12.0: flashinfer-python 0.6.15.post1",
+    ]
+    assert "takes its kernels from flashinfer-cubin in the manifest" in result["reasons"][3]
+
+
+def test_flashinfer_without_cubin_and_without_nvcc_is_refused(tmp_path):
+    rc, out = run_blackwell(tmp_path)
+    assert rc == 2, out[-3000:]
+    assert "flashinfer-python 0.6.15.post1 (attention backend flashinfer, sglang's default on this GPU" in out
+    assert "the manifest holds neither package and the host has no nvcc" in out
+
+
+def test_a_reference_venv_whose_sgl_kernel_lacks_the_gpus_code_is_refused(tmp_path):
+    from support.cuda_elf import SASS, shared_object  # noqa: PLC0415 (tests/support is on sys.path via conftest)
+
+    site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
+    (site / "sglang_kernel-0.4.5.dist-info").mkdir(parents=True)
+    (site / "sgl_kernel" / "sm100").mkdir(parents=True)
+    so = site / "sgl_kernel" / "sm100" / "common_ops.abi3.so"
+    so.write_bytes(shared_object([[(SASS, sm, 32) for sm in (80, 90, 100)]]))
+    rc, out = run_blackwell(tmp_path, CUBIN, f"reference_venv={tmp_path / 'venv'}")
+    assert rc == 2, out[-3000:]
+    assert (
+        "sglang-kernel 0.4.5 common_ops (sm100/) has no code for compute capability 12.0 (sm_120): it holds"
+        f" SASS sm_80, sm_90, sm_100; no PTX (read from {so} on the host)" in out
+    )
+
+
+def test_a_driver_without_compute_cap_leaves_the_code_unchecked_and_says_so(tmp_path):
+    rc, out = run_blackwell(tmp_path, CUBIN, transcript="constructed-driver-without-compute-cap")
+    assert rc == 0, out[-3000:]
+    result = gpu_code_result(out)
+    assert result["reasons"] == []
+    assert result["not_checked"] == [
+        "a selected GPU's compute capability is unknown (nvidia-smi did not report compute_cap):"
+        " its compiled code is not checked"
+    ]

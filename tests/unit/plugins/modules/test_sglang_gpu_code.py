@@ -34,7 +34,7 @@ def run(monkeypatch, capsys, **params):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    set_module_args(monkeypatch, {"manifest": MANIFEST, "data": DATA, **params})
+    set_module_args(monkeypatch, {"manifest": MANIFEST, "data": DATA, "cuda_roots": [], **params})
     return run_main(sglang_gpu_code.main, capsys)
 
 
@@ -88,4 +88,15 @@ def test_nvcc_on_the_host_is_found(tmp_path, monkeypatch, where):
     nvcc.chmod(0o755)
     monkeypatch.setenv("PATH", str(nvcc.parent) if where == "PATH" else "/nonexistent")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda") if where == "CUDA_HOME" else "/nonexistent")
-    assert sglang_gpu_code.host_compiler() == str(nvcc)
+    assert sglang_gpu_code.host_compiler([]) == str(nvcc)
+
+
+def test_nvcc_under_a_cuda_root_is_found_and_none_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    assert sglang_gpu_code.host_compiler([str(tmp_path)]) is None
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "nvcc").chmod(0o755)
+    assert sglang_gpu_code.host_compiler([str(tmp_path)]) == str(tmp_path / "bin" / "nvcc")
