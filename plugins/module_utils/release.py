@@ -843,3 +843,49 @@ def reap_plan(job, *, start_now):
         leftovers,
         "the readiness job of an earlier run (pid %s) has ended; its leftovers removed" % (job.get("pid"),),
     )
+
+
+# -- what interrupted runs of the collection left (async results, Ansible's temporary directories) -----
+# The fully qualified name of this collection's modules, as Ansible's module wrapper (AnsiballZ) names it.
+COLLECTION_MODULE_MARKER = "ansible_collections.specdec.sglang."
+# A directory younger than this may belong to a task that is being set up right now (before its process starts).
+LEFTOVER_MIN_AGE_S = 60
+
+
+def async_results_dir(environ):
+    """Ansible's async results directory for a user (``ANSIBLE_ASYNC_DIR``, ``~`` being the user's ``HOME``)."""
+    directory = environ.get("ANSIBLE_ASYNC_DIR") or "~/.ansible_async"
+    if directory.startswith("~/"):
+        directory = posixpath.join(environ.get("HOME") or "/root", directory[2:])
+    return directory
+
+
+def is_our_async_result(data, *, job_file):
+    """Whether an async results file's content (parsed JSON) is the result of this collection's readiness job
+    for ``job_file``: the module's result names its arguments (``invocation.module_args.job_file``)."""
+    if not isinstance(data, dict) or not job_file:
+        return False
+    args = (data.get("invocation") or {}).get("module_args") or {}
+    return isinstance(args, dict) and args.get("job_file") == job_file
+
+
+def leftover_tmp_dirs(candidates, *, now, live_cmdlines, own="", min_age_s=LEFTOVER_MIN_AGE_S):
+    """The ``ansible-tmp-*`` directories an earlier run of this collection left, to remove.
+
+    ``candidates``: (path, mtime, ours) per directory under Ansible's remote temporary directory, ``ours``
+    when a module wrapper in it runs one of this collection's modules (``COLLECTION_MODULE_MARKER``);
+    ``live_cmdlines``: the command lines of the processes running now. Removed: ours, not ``own`` (the
+    directory of the task asking), older than ``min_age_s`` and named by no running process (an async job or a
+    module still running from it). Other tools' directories are never touched."""
+    keep = posixpath.normpath(own) if own else ""
+    found = []
+    for path, mtime, ours in candidates:
+        name = posixpath.basename(str(path).rstrip("/"))
+        if not ours or not name.startswith("ansible-tmp-") or posixpath.normpath(path) == keep:
+            continue
+        if mtime is None or now - mtime < min_age_s:
+            continue
+        if any(str(path).rstrip("/") + "/" in line for line in live_cmdlines):
+            continue
+        found.append(path)
+    return sorted(found)

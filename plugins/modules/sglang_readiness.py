@@ -634,11 +634,8 @@ def _read(path):
 
 
 def _async_dir(environ):
-    """The async_wrapper's results directory (``ANSIBLE_ASYNC_DIR``, ``~`` being this user's home)."""
-    directory = environ.get("ANSIBLE_ASYNC_DIR") or "~/.ansible_async"
-    if directory.startswith("~/"):
-        directory = os.path.join(environ.get("HOME") or "/root", directory[2:])
-    return directory
+    """The async_wrapper's results directory (one owner: release.async_results_dir)."""
+    return release.async_results_dir(environ)
 
 
 def write_job(path, proc_root="/proc"):

@@ -41,7 +41,10 @@ description:
   - C(reap) ends a readiness job left running on the host by an interrupted run (O(job_file), written by
     M(specdec.sglang.sglang_readiness)) - SIGTERM to its async job's process group, SIGKILL after 5 s, only while
     its pid is still the process that wrote the file - and removes the job's async results file and temporary
-    directory.
+    directory. It also removes what earlier runs of the collection left whatever the job file says - the async
+    results of a readiness job for O(job_file) that ended before this step, and Ansible's C(ansible-tmp-*)
+    directories under the remote temporary directory whose module wrapper runs one of this collection's modules,
+    older than 60 s and used by no running process; other tools' files are never touched.
   - C(build) says whether the release O(release_id) must be built - not when it is complete - and fails when it is
     incomplete and C(current) points to it (the release the engine runs from is never rebuilt in place).
   - The decisions are the pure functions of C(plugins/module_utils/release.py).
@@ -348,6 +351,7 @@ import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -613,6 +617,67 @@ class Host:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+    def async_dir(self):
+        """The async results directory of this user (where async_wrapper writes a job's result)."""
+        return release.async_results_dir(os.environ)
+
+    def async_results(self, directory, max_bytes=32 * 1024 * 1024):
+        """(path, parsed content or None) of each async results file in ``directory``."""
+        found = []
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return found
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) > max_bytes:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    found.append((path, json.loads(handle.read())))
+            except (OSError, ValueError):
+                found.append((path, None))
+        return found
+
+    def remote_tmp(self):
+        """Ansible's remote temporary directory for this user (the task's ``remote_tmp``, ``~`` expanded)."""
+        return os.path.expanduser(os.path.expandvars(getattr(self.module, "_remote_tmp", None) or "~/.ansible/tmp"))
+
+    def own_tmp_dir(self):
+        """The ansible-tmp directory this module runs from ("" when pipelined)."""
+        here = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+        return here if os.path.basename(here).startswith("ansible-tmp-") else ""
+
+    def tmp_dirs(self, root, max_bytes=16 * 1024 * 1024):
+        """(path, mtime, ours) of each ``ansible-tmp-*`` directory in ``root``; ``ours``: a module wrapper in it
+        names one of this collection's modules."""
+        marker = release.COLLECTION_MODULE_MARKER.encode()
+        found = []
+        for path in sorted(glob.glob(os.path.join(glob.escape(root), "ansible-tmp-*"))):
+            if os.path.islink(path) or not os.path.isdir(path):
+                continue
+            ours = False
+            for wrapper in glob.glob(os.path.join(glob.escape(path), "AnsiballZ_*.py")):
+                try:
+                    with open(wrapper, "rb") as handle:
+                        ours = ours or marker in handle.read(max_bytes)
+                except OSError:
+                    continue
+            found.append((path, self.mtime(path), ours))
+        return found
+
+    def cmdlines(self):
+        """The command lines of the processes running now (arguments joined by spaces)."""
+        lines = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open("/proc/%s/cmdline" % name, "rb") as handle:
+                        lines.append(handle.read().replace(b"\0", b" ").decode("utf-8", "replace"))
+                except OSError:
+                    continue
+        return lines
 
     def proc_start(self, pid):
         """The start token of ``pid`` here ("" when no such process)."""
@@ -959,28 +1024,60 @@ class Steps:
             raise release.RecordError(error)
         return {"target": target, "record": record, "serving": (record or {}).get("release_id", "")}
 
-    def reap(self):
-        path = self.p["job_file"]
-        text = self.host.read(path) if path else None
+    def _job(self):
+        """The readiness job file's record: None when there is no file, {} when it cannot be read."""
+        text = self.host.read(self.p["job_file"]) if self.p["job_file"] else None
         if text is None:
-            return {"reaped": False, "removed": [], "reason": ""}
+            return None
         try:
             job = json.loads(text)
         except ValueError:
-            job = None
-        job = job if isinstance(job, dict) else {}
-        kill, pgid, leftovers, reason = release.reap_plan(job, start_now=self.host.proc_start(job.get("pid") or 0))
+            return {}
+        return job if isinstance(job, dict) else {}
+
+    def reap(self):
+        path, job = self.p["job_file"], self._job()
+        kill, pgid, leftovers, reason = False, 0, [], ""
+        if job is not None:
+            kill, pgid, leftovers, reason = release.reap_plan(job, start_now=self.host.proc_start(job.get("pid") or 0))
         removed = []
         if not self.check_mode:
             if kill:
                 self.host.end_group(pgid)
             for pattern in leftovers:
                 removed += self.host.remove_matching(pattern)
-            self.host.unlink(path)
-        result = {"changed": kill or bool(removed), "reaped": kill, "removed": removed, "reason": reason, "job": job}
+            if job is not None:
+                self.host.unlink(path)
+        stale = [found for found in self._left_by_earlier_runs((job or {}).get("async_dir")) if found not in removed]
+        for found in stale if not self.check_mode else ():
+            removed += self.host.remove_matching(glob.escape(found))
+        if stale and not reason:
+            reason = "an earlier run of the collection left its readiness results or temporary directories"
+        result = {
+            "changed": kill or bool(removed) or bool(stale),
+            "reaped": kill,
+            "removed": removed,
+            "reason": reason,
+            "job": job or {},
+        }
         if reason:
             result["warnings"] = ["%s (removed: %s)" % (reason, ", ".join(removed) or "nothing")]
         return result
+
+    def _left_by_earlier_runs(self, async_dir):
+        """What earlier runs left whatever their job file says: the results of a readiness job that ended before
+        this step (its job file gone with it), and Ansible's temporary directories of this collection's tasks."""
+        results = [
+            found
+            for found, data in self.host.async_results(async_dir or self.host.async_dir())
+            if release.is_our_async_result(data, job_file=self.p["job_file"])
+        ]
+        return results + release.leftover_tmp_dirs(
+            self.host.tmp_dirs(self.host.remote_tmp()),
+            now=time.time(),
+            live_cmdlines=self.host.cmdlines(),
+            own=self.host.own_tmp_dir(),
+        )
 
     def build(self):
         p = self.p

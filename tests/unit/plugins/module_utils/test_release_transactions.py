@@ -315,3 +315,37 @@ def test_a_reused_pid_is_never_signalled():
     assert (kill, pgid) == (False, 0) and leftovers  # still cleaned
     assert release.reap_plan(job, start_now="")[0] is False
     assert release.reap_plan(None, start_now="b:77") == (False, 0, [], "")
+
+
+# -- what interrupted runs left (issue 35) -----------------------------------------------------------------
+def test_only_the_results_of_this_collections_readiness_job_are_ours():
+    job = "/opt/sglang/state/readiness.job"
+    assert release.is_our_async_result({"invocation": {"module_args": {"job_file": job}}}, job_file=job)
+    assert not release.is_our_async_result({"invocation": {"module_args": {"job_file": "/x.job"}}}, job_file=job)
+    assert not release.is_our_async_result({"started": 1, "finished": 0}, job_file=job)
+    assert not release.is_our_async_result(["not", "a", "result"], job_file=job)
+    assert not release.is_our_async_result({"invocation": {"module_args": {"job_file": ""}}}, job_file="")
+
+
+def test_the_async_results_directory_follows_ansible_async_dir_and_home():
+    assert release.async_results_dir({"HOME": "/root"}) == "/root/.ansible_async"
+    assert release.async_results_dir({"HOME": "/home/a", "ANSIBLE_ASYNC_DIR": "~/async"}) == "/home/a/async"
+    assert release.async_results_dir({"ANSIBLE_ASYNC_DIR": "/var/async"}) == "/var/async"
+
+
+def test_a_temporary_directory_is_removed_only_when_ours_old_unused_and_not_the_askers():
+    now = 10_000.0
+    tmp = "/root/.ansible/tmp/"
+    candidates = [
+        (tmp + "ansible-tmp-1", now - 3600, True),  # an interrupted run's: removed
+        (tmp + "ansible-tmp-2", now - 3600, False),  # another tool's
+        (tmp + "ansible-tmp-3", now - 10, True),  # being set up by a task right now
+        (tmp + "ansible-tmp-4", now - 3600, True),  # an async job still running from it
+        (tmp + "ansible-tmp-5", now - 3600, True),  # the asking task's own
+        (tmp + "ansible-tmp-6", None, True),  # gone meanwhile
+        (tmp + "other-7", now - 3600, True),  # not Ansible's naming
+    ]
+    live = ["/usr/bin/python3 %sansible-tmp-4/AnsiballZ_sglang_readiness.py" % tmp, "sleep 30"]
+    found = release.leftover_tmp_dirs(candidates, now=now, live_cmdlines=live, own=tmp + "ansible-tmp-5")
+    assert found == [tmp + "ansible-tmp-1"]
+    assert release.leftover_tmp_dirs(candidates[:1], now=now, live_cmdlines=[], min_age_s=7200) == []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import pytest
 from ansible.module_utils import basic
@@ -61,6 +62,7 @@ def run(
     journal=(),
     process=None,
     started=None,
+    own_tmp="",
     **params,
 ):
     args = {
@@ -90,6 +92,10 @@ def run(
     # The running process as /proc would show it: (argv, resolved paths, environ, unreadable) by pid, its start.
     monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid))
     monkeypatch.setattr(sglang_release.Host, "started_at", lambda self, pid, monotonic_us=None: started)
+    # Ansible's async results and temporary directories of this "host": under the tree, never the runner's home.
+    monkeypatch.setattr(sglang_release.Host, "async_dir", lambda self: str(tree["root"] / "home" / ".ansible_async"))
+    monkeypatch.setattr(sglang_release.Host, "remote_tmp", lambda self: str(tree["root"] / "home" / ".ansible" / "tmp"))
+    monkeypatch.setattr(sglang_release.Host, "own_tmp_dir", lambda self: own_tmp)
     out = run_main(sglang_release.main, capsys)
     out["_commands"] = commands
     return out
@@ -591,3 +597,63 @@ def test_observe_after_a_rollback_makes_the_restored_process_the_records(monkeyp
     )
     assert other["changed"] is False  # current names another release than the record: the record is left alone
     assert json.loads((tree["state"] / "deploy.json").read_text())["observed"]["invocation_id"] == "inv-r"
+
+
+# -- what interrupted runs left (issue 35) -----------------------------------------------------------------
+MARKER = "runpy.run_module(mod_name='ansible_collections.specdec.sglang.plugins.modules.sglang_readiness')\n"
+
+
+def tmp_dir(root, name, wrapper, content, age_s):
+    path = root / name
+    path.mkdir(parents=True)
+    (path / wrapper).write_text(content)
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
+    return path
+
+
+def test_reap_removes_the_results_of_a_readiness_job_that_ended_before_it(monkeypatch, capsys, tree):
+    job_file = str(tree["root"] / "state" / "readiness.job")  # no job file: the job ended and removed it
+    results = tree["root"] / "home" / ".ansible_async"
+    results.mkdir(parents=True)
+    ours = {"ready": True, "invocation": {"module_args": {"job_file": job_file, "unit": "sglang.service"}}}
+    (results / "j1.100").write_text(json.dumps(ours))
+    other = {"invocation": {"module_args": {"job_file": "/srv/other/readiness.job"}}}
+    (results / "j2.200").write_text(json.dumps(other))
+    (results / "j3.300").write_text(json.dumps({"started": 1, "finished": 0}))  # a job still running
+    (results / "notes.txt").write_text("not json")
+    out = run(monkeypatch, capsys, tree, step="reap", job_file=job_file)
+    assert (out["reaped"], out["changed"], out["removed"]) == (False, True, [str(results / "j1.100")])
+    assert sorted(path.name for path in results.iterdir()) == ["j2.200", "j3.300", "notes.txt"]
+    assert "an earlier run of the collection left" in str(out["warnings"][0])
+    again = run(monkeypatch, capsys, tree, step="reap", job_file=job_file)
+    assert (again["changed"], again["removed"], again["reason"]) == (False, [], "")
+
+
+def test_reap_removes_only_the_collections_own_stale_temporary_directories(monkeypatch, capsys, tree):
+    import subprocess  # noqa: PLC0415
+
+    root = tree["root"] / "home" / ".ansible" / "tmp"
+    stale = tmp_dir(root, "ansible-tmp-1-1-1", "AnsiballZ_sglang_readiness.py", MARKER, 3600)
+    theirs = tmp_dir(root, "ansible-tmp-2-2-2", "AnsiballZ_ping.py", "mod_name='ansible.modules.ping'\n", 3600)
+    fresh = tmp_dir(root, "ansible-tmp-3-3-3", "AnsiballZ_sglang_release.py", MARKER, 0)
+    live = tmp_dir(root, "ansible-tmp-4-4-4", "AnsiballZ_sglang_readiness.py", MARKER, 3600)
+    own = tmp_dir(root, "ansible-tmp-5-5-5", "AnsiballZ_sglang_release.py", MARKER, 3600)
+    not_tmp = tmp_dir(root, "mine-1", "AnsiballZ_sglang_release.py", MARKER, 3600)
+    job = subprocess.Popen(["sh", "-c", "sleep 30", str(live / "AnsiballZ_sglang_readiness.py")])
+    try:
+        out = run(
+            monkeypatch, capsys, tree, step="reap", job_file=str(tree["root"] / "state" / "r.job"), own_tmp=str(own)
+        )
+    finally:
+        job.kill()
+        job.wait()
+    assert out["removed"] == [str(stale)]
+    assert not stale.exists()
+    assert all(path.exists() for path in (theirs, fresh, live, own, not_tmp))
+
+
+def test_reap_in_check_mode_removes_nothing(monkeypatch, capsys, tree):
+    root = tree["root"] / "home" / ".ansible" / "tmp"
+    stale = tmp_dir(root, "ansible-tmp-1-1-1", "AnsiballZ_sglang_readiness.py", MARKER, 3600)
+    out = run(monkeypatch, capsys, tree, step="reap", job_file=str(tree["root"] / "r.job"), check_mode=True)
+    assert out["changed"] is True and out["removed"] == [] and stale.exists()
