@@ -418,6 +418,8 @@ def load_set(set_dir, *, chain_commit=False):
     _module("sglang.srt.speculative").__path__ = []
     files = REPO / set_dir / "files" / "sglang" / "srt" / "speculative"
     du = _load("sglang.srt.speculative.ddtree_utils", files / "ddtree_utils.py")
+    # The verify step builds its trees on the device with the set's array builder (torch here).
+    _load("sglang.srt.speculative.ddtree_tree", files / "ddtree_tree.py")
     _module("sglang.kernels.ops.speculative.cache_locs", assign_extend_cache_locs_func=assign_extend_cache_locs_func)
     _module("sglang.srt.model_executor.forward_batch_info", CaptureHiddenMode=SimpleNamespace(FULL="FULL"))
     _module("sglang.srt.speculative.dflash_info", DFlashVerifyInput=DFlashVerifyInput)

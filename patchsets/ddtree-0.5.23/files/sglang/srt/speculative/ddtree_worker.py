@@ -6,7 +6,9 @@ draft's hidden states to ``ddtree_verify_step`` instead of verifying the linear 
 
 1. per block position 1..B-1, the draft's top-k tokens and log-probabilities (draft hidden states
    through the target's lm_head, as DFLASH's greedy head does);
-2. per request a tree of N nodes (ddtree_utils.build_tree: top-1 chain seeded, then best-first);
+2. per request a tree of N nodes (top-1 chain seeded, then best-first), built on the device for the
+   whole batch by ddtree_tree.build_tree_arrays (array operations, static shapes, no host sync; the
+   same trees as the reference ddtree_utils.build_tree, tested node for node in CI);
 3. one target forward over the N nodes in TARGET_VERIFY mode with a tree attention mask (FULL
    layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
    ancestor-or-self mask), positions = prefix + depth, written through a KV location plan of its
@@ -42,7 +44,7 @@ import torch
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 from sglang.srt.configs.hybrid_arch import hybrid_gdn_config, mambaish_config
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
-from sglang.srt.speculative import ddtree_utils
+from sglang.srt.speculative import ddtree_tree, ddtree_utils
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 
@@ -82,7 +84,7 @@ def build_tree_tensors(
     budget: int,
     device,
 ):
-    """Host trees -> verify tensors. Returns dict of tensors plus the host trees."""
+    """Host trees -> verify tensors (the reference path, kept for tests; the step builds on the device)."""
     bs = len(roots)
     trees = []
     for b in range(bs):
@@ -121,6 +123,58 @@ def build_tree_tensors(
         "custom_mask": mask_t.to(device, non_blocking=True),
     }
     return out, trees
+
+
+def build_tree_on_device(
+    roots: torch.Tensor,
+    values: torch.Tensor,
+    indices: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    budget: int,
+    mask_prefix_bound: int,
+):
+    """The verify tensors of a batch's trees, built on the device with no host synchronisation.
+
+    ddtree_tree.build_tree_arrays gives, per request, exactly ddtree_utils.build_tree's tree (the CPU
+    equivalence test in the collection's CI); the FULL custom mask is laid out at mask_indptr into a
+    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read).
+    """
+    bs = int(prefix_lens.shape[0])
+    n = int(budget)
+    arrays = ddtree_tree.build_tree_arrays(roots.view(bs), values, indices, n, prefix_lens=prefix_lens.view(bs))
+    mask = ddtree_tree.full_mask(arrays["ancestor_mask"], prefix_lens.view(bs), n * (int(mask_prefix_bound) + bs * n))
+    return {
+        "tokens": arrays["tokens"],
+        "positions": arrays["positions"].reshape(-1),
+        "depths": arrays["depths"],
+        "retrieve_index": torch.arange(bs * n, dtype=torch.int64, device=values.device).view(bs, n),
+        "retrieve_next_token": arrays["first_child"],
+        "retrieve_next_sibling": arrays["next_sibling"],
+        "custom_mask": mask,
+    }
+
+
+def host_prefix_bound(batch: "ScheduleBatch", draft_input, bs: int) -> torch.Tensor:
+    """Per request, a host-side value >= the committed length, as DFLASH's verify bounds it.
+
+    The scheduler's seq_lens_cpu (the committed lengths DFLASH adds its block to) or, without it, the
+    draft input's reserved lengths; neither reads the device. Only when the batch has neither is the
+    device's prefix read (one host sync, logged once).
+    """
+    if batch.seq_lens_cpu is not None:
+        return batch.seq_lens_cpu[:bs].to(torch.int64)
+    for name in ("reserved_seq_lens_cpu", "nxt_kv_lens_cpu"):  # 0.5.17's and 0.5.23's name
+        reserved = getattr(draft_input, name, None)
+        if reserved is not None:
+            return reserved[:bs].to(torch.int64)
+    global _warned_prefix_sync
+    if not _warned_prefix_sync:
+        _warned_prefix_sync = True
+        logger.warning("DDTREE: the batch has no host sequence lengths; reading them from the device.")
+    return batch.seq_lens[:bs].to(torch.int64).cpu()
+
+
+_warned_prefix_sync = False
 
 
 def _target_predict(worker, batch, logits_output, n: int) -> torch.Tensor:
@@ -176,7 +230,7 @@ def ddtree_verify_step(
     device = worker.device
     target_runner = worker.target_worker.model_runner
 
-    # --- 1) Per-position top-k of the draft, then the trees on the host (one sync).
+    # --- 1) Per-position top-k of the draft, then the trees on the device (no host sync).
     weight = getattr(lm_head, "weight", None)
     if weight is None:
         raise RuntimeError("DDTREE takes the draft top-k on the target's dense lm_head weight; it has none.")
@@ -185,26 +239,8 @@ def ddtree_verify_step(
     vocab = int(target_runner.model_config.vocab_size)
     with draft_tp_context(worker.draft_parallel_layout):
         values, indices = draft_topk(draft_hidden, weight[:vocab], config.topk)
-    host = torch.cat(
-        (
-            values.reshape(bs, -1).double(),
-            indices.reshape(bs, -1).double(),
-            block_ids[:, :1].double(),
-            prefix_lens.view(bs, 1).double(),
-        ),
-        dim=1,
-    ).cpu()
-    per = (block - 1) * values.shape[-1]
-    k = values.shape[-1]
-    vals_l, idx_l, roots, prefixes = [], [], [], []
-    for row in host.tolist():
-        vals = row[:per]
-        idx = [int(x) for x in row[per : 2 * per]]
-        vals_l.append([vals[d * k : (d + 1) * k] for d in range(block - 1)])
-        idx_l.append([idx[d * k : (d + 1) * k] for d in range(block - 1)])
-        roots.append(int(row[2 * per]))
-        prefixes.append(int(row[2 * per + 1]))
-    tree, host_trees = build_tree_tensors(roots, vals_l, idx_l, prefixes, n, device)
+    host_prefix = host_prefix_bound(batch, draft_input, bs)
+    tree = build_tree_on_device(block_ids[:, 0], values, indices, prefix_lens, n, int(host_prefix.sum()))
 
     # --- 2) Target verify of all N nodes in one forward, with the tree mask, through a plan of its
     # own: the window prefix..prefix+N-1 (the block plan's B slots are its first B columns).
@@ -217,12 +253,11 @@ def ddtree_verify_step(
         draft_token_num=n,
         device=device,
     )
-    exact_prefix_cpu = torch.tensor(prefixes, dtype=torch.int64)
     translator = target_runner.kv_index_translator
     tree_plan = translator.plan(
         req_pool_indices=batch.req_pool_indices,
         seq_lens=prefix_lens,
-        seq_lens_cpu=exact_prefix_cpu,
+        seq_lens_cpu=host_prefix,  # a host upper bound of the committed lengths, as DFLASH plans
         write_virtual=verify_loc,
         read_extent=n,
     )
@@ -239,8 +274,8 @@ def ddtree_verify_step(
     batch.out_cache_loc = verify_loc
     seq_lens_cpu_backup = batch.seq_lens_cpu
     seq_lens_sum_backup = batch.seq_lens_sum
-    # Verify host bound = the exact committed prefix + the N tree nodes.
-    batch.seq_lens_cpu = exact_prefix_cpu + n
+    # Verify host bound = the host's committed lengths + the N tree nodes (as DFLASH adds its block).
+    batch.seq_lens_cpu = host_prefix + n
     batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
     verify_forward_batch, _graph = verify_input.prepare_for_verify(batch, worker.target_worker)
     batch.seq_lens_cpu = seq_lens_cpu_backup
@@ -279,7 +314,7 @@ def ddtree_verify_step(
     # --- 3b) Hybrid targets: commit the recurrent state of each request's last accepted node.
     if worker._need_mamba_verify_commit:
         commit_hybrid_state(
-            worker, batch=batch, accept_index=accept_index, accept_drafts=accept_drafts, prefixes=prefixes, budget=n
+            worker, batch=batch, accept_index=accept_index, accept_drafts=accept_drafts, prefixes=prefix_lens, budget=n
         )
 
     # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
@@ -326,10 +361,10 @@ def ddtree_verify_step(
             "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s",
             worker._ddtree_steps,
             bs,
-            len(host_trees[0]) if host_trees else 0,
+            n,
             n,
             config.topk,
-            max(max(t.depths) for t in host_trees) if host_trees else 0,
+            int(tree["depths"].max().item()),  # a host read on logged steps only
             float(accept_drafts.float().mean().item()),
             # hybrid: per node from its parent, the accepted node's committed; dense: none
             "tree" if worker._need_mamba_verify_commit else "none",
@@ -389,9 +424,21 @@ def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes,
 
     bs = int(accept_drafts.shape[0])
     device = accept_drafts.device
-    host = torch.cat((accept_index.to(torch.int64), accept_drafts.to(torch.int64).view(bs, 1)), dim=1).cpu().tolist()
-    rows = [row[:-1] for row in host]
-    drafts = [row[-1] for row in host]
+    host = (
+        torch.cat(
+            (
+                accept_index.to(torch.int64),
+                accept_drafts.to(torch.int64).view(bs, 1),
+                prefixes.to(torch.int64).view(bs, 1),
+            ),
+            dim=1,
+        )
+        .cpu()
+        .tolist()
+    )
+    rows = [row[:-2] for row in host]
+    drafts = [row[-2] for row in host]
+    prefixes = [row[-1] for row in host]
     nodes = ddtree_utils.commit_nodes(rows, drafts, budget)
     steps_to_track = None
     if batch.mamba_track_indices is not None:
