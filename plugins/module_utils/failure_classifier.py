@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
-Signature = namedtuple("Signature", ["failure_class", "pattern", "hint"])
+# ``requires``: a second pattern that must also be found in the same text (the context that makes
+# a generic error specific, e.g. an illegal address *during CUDA-graph replay*); None for most rows.
+Signature = namedtuple("Signature", ["failure_class", "pattern", "hint", "requires"], defaults=(None,))
 Classification = namedtuple("Classification", ["failure_class", "hint", "line"])
 
 # Signature rows: (failure class, regex, one-line hint an operator can act on).
@@ -33,6 +35,37 @@ SIGNATURES = (
         r"(?:sgl_kernel|common_ops|flashinfer)\S*.*(?:ABI|compiled (?:against|for) .*CUDA)",
         "torch / sgl_kernel / flashinfer were built for different CUDA or torch ABIs: "
         "rebuild the venv from the runtime manifest so all of them match one CUDA (e.g. cu130)",
+    ),
+    # A run-time kernel compile (flashinfer's JIT, torch cpp_extension) that finds no CUDA compiler:
+    # flashinfer-python without flashinfer-cubin on a host without a CUDA toolkit. Wordings:
+    # flashinfer's "Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+    # torch's "CUDA_HOME environment variable is not set", a shell's "nvcc: not found", a raised
+    # FileNotFoundError for nvcc. Not sglang's warning "Cannot run `.../nvcc --version`: [Errno 2] ...",
+    # which it logs and survives (kernels/jit/utils/arch.py).
+    Signature(
+        "jit_compiler_missing",
+        r"Could not find nvcc|CUDA_HOME environment variable is not set|\bnvcc: (?:command )?not found|"
+        r"FileNotFoundError: \[Errno 2\] No such file or directory: '[^']*nvcc'",
+        "a run-time kernel compile found no nvcc (flashinfer without flashinfer-cubin): add flashinfer-cubin "
+        "to the manifest, install a CUDA toolkit, or use triton attention and pytorch sampling",
+    ),
+    # A library without code for this GPU's compute capability (FA3's flash_ops on a 12.0 Blackwell:
+    # sglang issues #12178, #15342). Before the CUDA-graph and generic CUDA rows.
+    Signature(
+        "no_kernel_image",
+        r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice",
+        "a library has no code for this GPU's compute capability (fa3: sm_80/86/90 only; trtllm_mha: SM100 "
+        "only): choose a backend that has (triton); preflight's GPU code check names the library",
+    ),
+    # An illegal memory access inside a CUDA-graph replay, hours into serving: RTX PRO 6000 hosts
+    # during speculative verify (sglang issue #24361, cudaErrorIllegalAddress in flashinfer's plan;
+    # a fix claimed in PR #24401). Only with a replay frame in the same text; otherwise cuda_error.
+    Signature(
+        "illegal_address_graph_replay",
+        r"an illegal memory access was encountered|cudaErrorIllegalAddress",
+        "illegal address in a CUDA-graph replay (RTX PRO 6000 speculative verify, sglang #24361): the "
+        "watchdog's restart brings it back; if it recurs use a *-nograph envelope, check dmesg for Xid",
+        r"\breplay\b",
     ),
     # The hybrid (Gated DeltaNet / mamba) rows come before the generic memory and CUDA rows: their
     # messages also say "increase --mem-fraction-static" / "CUDA". Wordings of sglang 0.5.17, each
@@ -219,7 +252,9 @@ VERDICT_HINTS = {
     "raise startup_timeout for slow loads (cold kernel caches take minutes)",
 }
 
-_COMPILED = tuple((row, re.compile(row.pattern)) for row in SIGNATURES)
+_COMPILED = tuple(
+    (row, re.compile(row.pattern), re.compile(row.requires) if row.requires else None) for row in SIGNATURES
+)
 
 
 def classes():
@@ -259,9 +294,9 @@ def classify(text):
     text = _without_benign(text)
     if not text:
         return None
-    for row, regex in _COMPILED:
+    for row, regex, requires in _COMPILED:
         match = regex.search(text)
-        if match:
+        if match and (requires is None or requires.search(text)):
             start = text.rfind("\n", 0, match.start()) + 1
             end = text.find("\n", match.end())
             line = text[start : end if end >= 0 else len(text)].strip()

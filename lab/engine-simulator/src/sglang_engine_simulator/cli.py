@@ -34,11 +34,24 @@ FAULTS = (
     "spec_mismatch",
     "low_acceptance",
     "gdn_kernel_fault",
+    "no_kernel_image",
+    "jit_compiler_missing",
+    "illegal_address_replay",
 )
 # Faults that kill a serving engine FAULT_AFTER_S after the ready line (scheduler_death) or after
 # its first client generation was answered (dies_after_first_answer).
-DEATH_FAULTS = ("scheduler_death", "dies_after_first_answer")
-START_FAULTS = ("crash_on_start", "not_enough_memory", "kv_cache_too_small", "cuda_oom", "cuda_error", "abi_mismatch")
+# illegal_address_replay: a CUDA-graph replay faults FAULT_AFTER_S after the ready line (hours in the field).
+DEATH_FAULTS = ("scheduler_death", "dies_after_first_answer", "illegal_address_replay")
+START_FAULTS = (
+    "crash_on_start",
+    "not_enough_memory",
+    "kv_cache_too_small",
+    "cuda_oom",
+    "cuda_error",
+    "abi_mismatch",
+    "no_kernel_image",
+    "jit_compiler_missing",
+)
 # Optional model files sglang 0.5.17 fails to import at every start on a newer transformers, logs and skips.
 IGNORED_MODEL_IMPORTS = (
     ("inkling", "No module named 'helion'"),
@@ -391,9 +404,16 @@ def _load(engine, args, settings: Settings, clock: Clock) -> None:
     if fault == "cuda_error":
         clock.sleep(load_s)
         scheduler_exception(tracebacks.cuda_error())
+    if fault == "jit_compiler_missing":  # flashinfer's attention wrappers compile their kernels at init
+        log(tracebacks.NVCC_VERSION_WARNING)  # logged and survived: never the cause by itself
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.jit_compiler_missing())
     clock.sleep(load_s * 0.1)
     if cuda_graph:
         _capture_cuda_graphs(fault, clock, load_s, ranks)
+    if fault == "no_kernel_image":  # the first attention kernel launch (capture, or the first forward)
+        clock.sleep(load_s)
+        scheduler_exception(tracebacks.no_kernel_image())
     else:
         clock.sleep(load_s * 0.2)
     log(

@@ -683,6 +683,8 @@ def serve(engine: Engine, start: float) -> int:
 
     if engine.fault == "scheduler_death":
         threading.Thread(target=_scheduler_death, args=(engine,), daemon=True).start()
+    if engine.fault == "illegal_address_replay":
+        threading.Thread(target=_replay_fault, args=(engine,), daemon=True).start()
 
     stop.wait()
     return 0
@@ -727,3 +729,11 @@ def _scheduler_death(engine: Engine) -> None:
     log("SIGQUIT received. signum=<Signals.SIGQUIT: 3>, frame=None. It usually means one child failed.")
     time.sleep(engine.settings.death_grace_s)
     die_with_sigkill()
+
+
+def _replay_fault(engine: Engine) -> None:
+    """FAULT_AFTER_S after the ready line (2-5 hours in the field, sglang #24361): a CUDA-graph replay of
+    the speculative verify hits an illegal address; the scheduler logs it and the launcher kills the tree."""
+    time.sleep(engine.settings.fault_after_s)
+    engine.status = "scheduler_dead"
+    scheduler_exception(tracebacks.illegal_address_replay())

@@ -466,3 +466,93 @@ def gdn_kernel_fault() -> str:
         )
         + "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\n"
     )
+
+
+# sglang 0.5.17 kernels/jit/utils/arch.py logs this warning when it cannot run nvcc (and goes on).
+NVCC_VERSION_WARNING = (
+    "Cannot run `/usr/local/cuda/bin/nvcc --version`: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'"
+)
+
+
+def no_kernel_image() -> str:
+    """FA3 (sgl_kernel's flash_ops, sm_80/86/90 only) launched on a GPU it has no code for (constructed on the
+    fa3 call path; the message is torch's for cudaErrorNoKernelImageForDevice, sglang issues #12178, #15342)."""
+    return (
+        _frames(
+            [
+                ("sglang/srt/managers/scheduler.py", 6366, "run_scheduler_process", "scheduler.run_event_loop()"),
+                ("sglang/srt/model_executor/model_runner.py", 2512, "forward", "output = self._forward_raw("),
+                (
+                    "sglang/srt/layers/attention/flashattention_backend.py",
+                    812,
+                    "forward_extend",
+                    "result = flash_attn_with_kvcache(",
+                ),
+                (
+                    "sgl_kernel/flash_attn.py",
+                    263,
+                    "flash_attn_with_kvcache",
+                    "out, softmax_lse, *rest = torch.ops.sgl_kernel.fwd.default(",
+                ),
+            ]
+        )
+        + "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device\n"
+        + CUDA_ERROR_TAIL
+    )
+
+
+def jit_compiler_missing() -> str:
+    """flashinfer-python without flashinfer-cubin on a host without a CUDA toolkit: its attention wrapper
+    compiles a kernel at init and finds no nvcc (constructed call path; flashinfer's own message)."""
+    return (
+        _frames(
+            [
+                *_SCHEDULER_HEAD,
+                ("sglang/srt/model_executor/model_runner.py", 655, "initialize", "self.init_attention_backends()"),
+                (
+                    "sglang/srt/layers/attention/flashinfer_backend.py",
+                    233,
+                    "__init__",
+                    "BatchPrefillWithPagedKVCacheWrapper(",
+                ),
+                ("flashinfer/prefill.py", 1422, "__init__", "self._cached_module = get_batch_prefill_module("),
+                ("flashinfer/jit/core.py", 322, "build_and_load", "self.build(verbose)"),
+                ("flashinfer/jit/cpp_ext.py", 95, "get_cuda_path", "raise RuntimeError("),
+            ]
+        )
+        + "RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist\n"
+    )
+
+
+def illegal_address_replay() -> str:
+    """An illegal address inside the CUDA-graph replay of a speculative verify, hours after the start: the field's
+    RTX PRO 6000 fault (sglang #24361: cudaErrorIllegalAddress in flashinfer's plan during replay; constructed)."""
+    return (
+        _frames(
+            [
+                ("sglang/srt/managers/scheduler.py", 6366, "run_scheduler_process", "scheduler.run_event_loop()"),
+                (
+                    "sglang/srt/managers/scheduler.py",
+                    2877,
+                    "run_batch",
+                    "batch_result = self.model_worker.forward_batch_generation(",
+                ),
+                (
+                    "sglang/srt/speculative/dflash_worker.py",
+                    611,
+                    "forward_batch_generation",
+                    "logits_output, next_token_ids = self.verify(",
+                ),
+                (
+                    "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py",
+                    1233,
+                    "replay",
+                    "output = self.backend.replay(self._replay_graph_key, forward_batch)",
+                ),
+                ("sglang/srt/layers/attention/flashinfer_backend.py", 1118, "call_begin_forward", "wrapper.plan("),
+                ("flashinfer/prefill.py", 1706, "plan", "self._plan_info = self._cached_module.plan("),
+            ]
+        )
+        + "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+        + CUDA_ERROR_TAIL
+    )
