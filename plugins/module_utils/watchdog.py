@@ -9,9 +9,12 @@ and disabled - a failed first deploy, ``stop.yml -e sglang_stop_disable=true``: 
 ``deploying`` (a deploy runs: not judged), or a failure class (``wedged``, ``died_while_serving``,
 ``restart_loop``, ``low_acceptance``, ``probe_failed``, ``timeout``, ``port_in_use``, ...). A failure
 is written to the journal (stdout of the oneshot unit, priority ``<3>``) with its class, reason and
-hint; with action ``restart`` the unit is restarted unless the watchdog restarted it less than
+hint, and, for a process that died, the class of what killed it (``cause=``, e.g.
+``illegal_address_graph_replay`` for a CUDA-graph replay fault hours after the deploy). With action
+``restart`` the unit is brought back (``systemctl reset-failed`` first, so that a unit systemd gave up on
+after its start limit starts again, then ``systemctl restart``) unless the watchdog restarted it less than
 ``restart_min_interval_s`` ago (rate limit, state in ``state_file``). Every run writes node_exporter
-textfile metrics atomically.
+textfile metrics atomically, with the failures counted per cause class (``sglang_watch_failures_total``).
 
 Run by the timer's service, or by hand (the role installs ``/usr/local/bin/<unit>-watch``):
 
@@ -149,6 +152,8 @@ METRICS = (
     ("sglang_watch_time_to_ready_seconds", "gauge", "Seconds from start to ready of the release's deploy."),
     ("sglang_watch_last_run_timestamp_seconds", "gauge", "Epoch seconds of the last watchdog run."),
     ("sglang_watch_restarts_total", "counter", "Restarts the watchdog made."),
+    ("sglang_watch_failures_total", "counter", "Failed watchdog verdicts, by the class of their cause."),
+    ("sglang_watch_last_failure_timestamp_seconds", "gauge", "Epoch seconds of the last failed verdict, by cause."),
 )
 
 
@@ -167,6 +172,12 @@ def render_metrics(verdict, labels):
         "sglang_watch_time_to_ready_seconds": [(verdict.get("time_to_ready_s"), {})],
         "sglang_watch_last_run_timestamp_seconds": [(verdict["at"], {})],
         "sglang_watch_restarts_total": [(verdict.get("restarts_total", 0), {})],
+        "sglang_watch_failures_total": [
+            (count, {"class": cause}) for cause, count in sorted((verdict.get("failures_by_cause") or {}).items())
+        ],
+        "sglang_watch_last_failure_timestamp_seconds": [
+            (at, {"class": cause}) for cause, at in sorted((verdict.get("last_failure_at") or {}).items())
+        ],
     }
     lines = []
     for name, kind, help_text in METRICS:
@@ -211,6 +222,8 @@ def summarise(result, release_id, time_to_ready_s, now_epoch):
     return {
         "ok": bool(result.get("ready")),
         "verdict": "ok" if result.get("ready") else (result.get("failure_class") or "other"),
+        # What killed the process (restart_loop / died_while_serving say only that it died).
+        "cause_class": None if result.get("ready") else result.get("cause_class"),
         "reason": result.get("reason"),
         "hint": result.get("hint"),
         "latency_s": latency,
@@ -305,10 +318,16 @@ def run_once(config, io):
     verdict["restarts_total"] = int(state.get("restarts_total", 0))
     verdict["action_taken"] = "none"
     if not verdict["ok"] and verdict["verdict"] != "stopped":
+        cause = verdict.get("cause_class") or verdict["verdict"]
+        counts = state.setdefault("failures_by_cause", {})
+        counts[cause] = int(counts.get(cause, 0)) + 1
+        state.setdefault("last_failure_at", {})[cause] = now
+        cause_hint = failure_classifier.hint_for(cause) if cause != verdict["verdict"] else None
         io.log(
-            "<3>sglang-watch: %s verdict=%s release=%s reason=%s hint=%s"
-            % (unit, verdict["verdict"], release_id, verdict.get("reason"), verdict.get("hint"))
-        )
+            "<3>sglang-watch: %s verdict=%s cause=%s release=%s reason=%s hint=%s%s"
+            % (unit, verdict["verdict"], cause, release_id, verdict.get("reason"), verdict.get("hint"),
+               " cause_hint=%s" % cause_hint if cause_hint else "")
+        )  # fmt: skip
         if config["action"] == "restart":
             last = float(state.get("last_restart_at", 0) or 0)
             if now - last < config["restart_min_interval_s"]:
@@ -318,13 +337,21 @@ def run_once(config, io):
                     "(restart_min_interval_s=%g)" % (unit, now - last, config["restart_min_interval_s"])
                 )
             else:
+                # A unit systemd gave up on (StartLimitBurst) refuses a plain restart: clear that first.
+                io.run_command(["systemctl", "reset-failed", unit])
                 rc, out, err = io.run_command(["systemctl", "restart", unit])
                 verdict["action_taken"] = "restarted" if rc == 0 else "restart_failed"
                 state["last_restart_at"] = now
                 state["restarts_total"] = verdict["restarts_total"] = verdict["restarts_total"] + 1
                 io.log(
-                    "<%d>sglang-watch: %s %s%s"
-                    % (5 if rc == 0 else 3, unit, verdict["action_taken"], "" if rc == 0 else ": " + (err or out))
+                    "<%d>sglang-watch: %s %s (cause %s)%s"
+                    % (
+                        5 if rc == 0 else 3,
+                        unit,
+                        verdict["action_taken"],
+                        cause,
+                        "" if rc == 0 else ": " + (err or out),
+                    )
                 )
         else:
             io.log("<5>sglang-watch: %s left alone (action report)" % unit)
@@ -349,7 +376,9 @@ def _age(path, io, now):
 def _finish(config, io, state, verdict):
     verdict.setdefault("restarts_total", int(state.get("restarts_total", 0)))
     verdict.setdefault("action_taken", "none")
-    state["last_verdict"] = {k: verdict.get(k) for k in ("verdict", "reason", "at", "release_id")}
+    verdict["failures_by_cause"] = dict(state.get("failures_by_cause") or {})
+    verdict["last_failure_at"] = dict(state.get("last_failure_at") or {})
+    state["last_verdict"] = {k: verdict.get(k) for k in ("verdict", "cause_class", "reason", "at", "release_id")}
     io.write(config["state_file"], json.dumps(state, sort_keys=True) + "\n", 0o600)
     if config["textfile_dir"]:
         io.write(

@@ -237,3 +237,79 @@ def test_a_failed_unit_a_deploy_left_disabled_is_not_restarted():
     assert verdict["verdict"] == "stopped" and verdict["action_taken"] == "none"
     assert ["systemctl", "is-enabled", "sglang.service"] in host.commands
     assert not any(c[:2] == ["systemctl", "restart"] for c in host.commands)
+
+
+REPLAY_CRASH = (
+    "[2026-12-05 03:12:09 TP0] The server is fired up and ready to roll!\n"
+    "[2026-12-05 06:41:17 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/opt/sglang/current/venv/lib/python3.12/site-packages/sglang/srt/model_executor/runner/'
+    'decode_cuda_graph_runner.py", line 1233, in replay\n'
+    "    output = self.backend.replay(self._replay_graph_key, forward_batch)\n"
+    '  File "/opt/sglang/current/venv/lib/python3.12/site-packages/flashinfer/prefill.py", line 1706, in plan\n'
+    "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    "[2026-12-05 06:41:17] Received sigquit from a child process. It usually means the child failed.\n"
+)
+GAVE_UP = (
+    RUNNING.replace("ActiveState=active", "ActiveState=failed")
+    .replace("SubState=running", "SubState=failed")
+    .replace("Result=success", "Result=start-limit-hit")
+)
+
+
+class CrashedHost(FakeHost):
+    """A unit that crashed hours after its deploy and that systemd gave up on (start limit)."""
+
+    def run_command(self, argv):
+        if argv and argv[0] == "journalctl":
+            self.commands.append(argv)
+            return 0, REPLAY_CRASH, ""
+        return super().run_command(argv)
+
+
+def test_a_crash_hours_after_the_deploy_is_restarted_with_its_cause_in_the_journal_and_the_metrics():
+    host = CrashedHost(show=GAVE_UP)
+    verdict = watchdog.run_once(config(action="restart", restart_min_interval_s=900), host)
+    assert verdict["ok"] is False and verdict["cause_class"] == "illegal_address_graph_replay"
+    assert verdict["action_taken"] == "restarted"
+    # reset-failed first: a unit that hit its start limit refuses a plain restart
+    calls = [c[:2] for c in host.commands if c[0] == "systemctl" and c[1] in ("reset-failed", "restart")]
+    assert calls == [["systemctl", "reset-failed"], ["systemctl", "restart"]]
+    line = host.lines[0]
+    assert line.startswith(
+        "<3>sglang-watch: sglang.service verdict=illegal_address_graph_replay cause=illegal_address_graph_replay"
+        " release=235ee99ec00b"
+    )
+    assert "hint=illegal address in a CUDA-graph replay" in line
+    assert "restarted (cause illegal_address_graph_replay)" in host.lines[1]
+    families = metrics(host)
+    failures = {
+        s.labels["class"]: s.value for s in families["sglang_watch_failures"].samples if s.name.endswith("_total")
+    }
+    assert failures == {"illegal_address_graph_replay": 1}
+    last = families["sglang_watch_last_failure_timestamp_seconds"].samples[0]
+    assert (last.labels["class"], last.value) == ("illegal_address_graph_replay", host.now)
+
+    # Five minutes later it crashed again: counted, not restarted (rate limit).
+    host.now += 300
+    host.commands.clear()
+    again = watchdog.run_once(config(action="restart", restart_min_interval_s=900), host)
+    assert again["action_taken"] == "restart_rate_limited"
+    assert not any(c[:2] == ["systemctl", "restart"] for c in host.commands)
+    failures = {s.labels["class"]: s.value for s in metrics(host)["sglang_watch_failures"].samples
+                if s.name.endswith("_total")}  # fmt: skip
+    assert failures == {"illegal_address_graph_replay": 2}
+
+    # After the interval the next crash is restarted again.
+    host.now += 900
+    third = watchdog.run_once(config(action="restart", restart_min_interval_s=900), host)
+    assert third["action_taken"] == "restarted" and third["restarts_total"] == 2
+
+
+def test_a_unit_systemd_is_restarting_names_the_cause_and_its_hint_beside_restart_loop():
+    host = CrashedHost(
+        show=RUNNING.replace("SubState=running", "SubState=auto-restart").replace("NRestarts=0", "NRestarts=3")
+    )
+    verdict = watchdog.run_once(config(action="report"), host)
+    assert verdict["verdict"] == "restart_loop" and verdict["cause_class"] == "illegal_address_graph_replay"
+    assert " cause=illegal_address_graph_replay " in host.lines[0]
+    assert "cause_hint=illegal address in a CUDA-graph replay" in host.lines[0]
