@@ -371,3 +371,64 @@ def verify_state_steps(block_size: int, environ: Optional[Mapping[str, str]] = N
     hybrid snapshot pool (intermediate ssm / conv windows: one per node) and its memory budget.
     """
     return max(int(block_size), resolve_ddtree_config(block_size, environ).budget)
+
+
+# --- Sampling (temperature > 0) on the tree ---------------------------------------------------------
+#
+# The rule of sgl_kernel's tree_speculative_sampling_target_only (EAGLE's non-greedy tree verify), in
+# plain Python, as the reference the device path is held to. The draft's tree tokens are proposals
+# taken deterministically (top-k), so the proposal distribution of the child being tried is one-hot:
+# min(1, p / q) becomes p(token) under the current residual, and a rejection removes that token's mass
+# (the residual max(p - q, 0), renormalised). Walking the siblings this way and sampling the bonus
+# token from the final residual emits each token with exactly the target's probability.
+
+
+def _draw(probs: Sequence[float], u: float) -> int:
+    """Inverse-CDF draw from unnormalised probabilities with a uniform u in [0, 1)."""
+    total = float(sum(probs))
+    if total <= 0.0:
+        raise ValueError("the residual distribution is empty")
+    acc, target = 0.0, u * total
+    last = 0
+    for token, p in enumerate(probs):
+        if p > 0.0:
+            last = token
+            acc += p
+            if target < acc:
+                return token
+    return last
+
+
+def verify_sampling(
+    tokens: Sequence[int],
+    parents: Sequence[int],
+    target_probs: Sequence[Sequence[float]],
+    uniform,
+) -> Tuple[List[int], int]:
+    """Reference tree speculative sampling for one request.
+
+    target_probs[i]: the target's distribution (after temperature / top-p, as the verify computes it)
+    of the token after node i; uniform(): a fresh uniform number in [0, 1). From the root, try the
+    children in node order: accept child c with probability residual(c's token) / residual mass; on
+    rejection zero that token in the residual and try the next sibling. When a child is accepted, move
+    to it with the child's own target distribution; when none is, draw the bonus token from the
+    residual. Returns (accepted node indices, root first; the bonus token).
+    """
+    first_child, next_sibling = retrieve_links(parents)
+    path, cur = [0], 0
+    while True:
+        residual = [float(p) for p in target_probs[cur]]
+        child = first_child[cur]
+        moved = False
+        while child >= 0:
+            token = int(tokens[child])
+            mass = sum(residual)
+            if mass > 0.0 and uniform() * mass < residual[token]:
+                path.append(child)
+                cur = child
+                moved = True
+                break
+            residual[token] = 0.0
+            child = next_sibling[child]
+        if not moved:
+            return path, _draw(residual, uniform())
