@@ -279,6 +279,8 @@ def observe_process(
     unreadable = dict(unreadable or {})
     env = sorted("%s=%s" % item for item in (environ or {}).items() if item[0] not in PER_START_ENVIRONMENT)
     found = process_release(root, list(argv[:1]) + list(paths) + list(argv[1:]))
+    if started_at is None:
+        unreadable["started_at"] = "neither systemd's ExecMainStartTimestampMonotonic nor /proc/<pid>/stat"
     if not found and any(name in unreadable for name in ("cmdline", "exe", "cwd", "maps")):
         unreadable["release"] = "not in what could be read of the process (%s unreadable)" % ", ".join(
             sorted(name for name in ("cmdline", "exe", "cwd", "maps") if name in unreadable)
@@ -352,7 +354,7 @@ def _release_drift(seen, observed, current_changed_at):
             return ["the running process runs release %s, the record %s" % (observed["release"], seen["release"])]
         return []
     started = observed.get("started_at")
-    if current_changed_at is None or (started is not None and current_changed_at <= started):
+    if current_changed_at is None or started is None or current_changed_at <= started:
         return []
     why = (observed.get("unreadable_reasons") or {}).get("release", "unreadable")
     return [
@@ -369,7 +371,7 @@ def _unreadable_environment_drift(seen, observed, changed_at, n_restarts):
         "%s changed at %s, after the process started (%s), and its environment cannot be read (%s)"
         % (path, _when(mtime), _started(observed), why)
         for path, mtime in sorted((changed_at or {}).items())
-        if mtime is not None and (started is None or mtime > started)
+        if mtime is not None and started is not None and mtime > started
     ]
     if seen.get("unit_sha256") and observed.get("unit_sha256") and observed["unit_sha256"] != seen["unit_sha256"]:
         reasons.append("the unit's ExecStart / Environment / EnvironmentFiles are not the recorded ones")

@@ -563,8 +563,12 @@ class Host:
         """The epoch seconds ``pid`` started, or None: from systemd's ``ExecMainStartTimestampMonotonic`` (us on the
         monotonic clock, ``monotonic_us``) when given, else from its /proc stat start time after the boot time
         (whole seconds: up to 1 s early)."""
-        if monotonic_us:
-            return time.time() - (time.monotonic() - int(monotonic_us) / 1e6)
+        try:
+            monotonic_us = int(monotonic_us or 0)
+        except ValueError:
+            monotonic_us = 0
+        if monotonic_us > 0:
+            return time.time() - (time.monotonic() - monotonic_us / 1e6)
         stat = process_state.process_stat(pid)
         try:
             with open("/proc/stat", encoding="ascii") as handle:

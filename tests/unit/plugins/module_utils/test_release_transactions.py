@@ -349,3 +349,11 @@ def test_a_temporary_directory_is_removed_only_when_ours_old_unused_and_not_the_
     found = release.leftover_tmp_dirs(candidates, now=now, live_cmdlines=live, own=tmp + "ansible-tmp-5")
     assert found == [tmp + "ansible-tmp-1"]
     assert release.leftover_tmp_dirs(candidates[:1], now=now, live_cmdlines=[], min_age_s=7200) == []
+
+
+def test_an_unknown_start_time_is_said_and_decides_no_file_drift():
+    now = seen_without_environ(started=None)
+    assert now["started_at"] is None and "started_at" in now["unreadable"]
+    record = recorded(seen_without_environ())
+    changed = {ENV_FILE: STARTED + 30}
+    assert release.drift_reasons(record, now, release_id="r1", changed_at=changed, current_changed_at=STARTED) == []
