@@ -1,0 +1,95 @@
+"""Every device record names its commit, command, GPU, compute capability and driver (RECORD.yml), each
+traceable to the record's own files or to git; "not recorded" where the record does not say (issue 34)."""
+
+import pathlib
+import re
+import subprocess
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RECORDS = REPO / "tests" / "device" / "records"
+DIRS = sorted(p for p in RECORDS.iterdir() if p.is_dir())
+FIELDS = ("commit_added", "run_commit", "command", "gpu", "driver", "compute_capability")
+UNKNOWN = ("not recorded", "none")
+
+
+def record(directory):
+    path = directory / "RECORD.yml"
+    assert path.is_file(), f"{path.relative_to(REPO)} is missing (tests/device/records/README.md says what it holds)"
+    data = yaml.safe_load(path.read_text())
+    assert list(data) == list(FIELDS), f"{path.relative_to(REPO)}: fields {list(data)}, expected {list(FIELDS)}"
+    for field in FIELDS:
+        assert str(data[field].get("value", "")).strip(), f"{path}: {field} has no value"
+        assert str(data[field].get("source", "")).strip(), f"{path}: {field} names no source"
+    return data
+
+
+def source_file(directory, source):
+    """The record file a source names first (``nvidia-smi.csv``, ``cost-a/nvidia-smi.csv``, ``README.md, ...``)."""
+    first = source.split()[0].rstrip(",;")
+    path = directory / first
+    return path if path.is_file() else None
+
+
+def test_there_are_records():
+    assert len(DIRS) >= 11
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_commit_added_is_the_commit_git_says_added_the_record(directory):
+    data = record(directory)
+    log = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%h", "--", str(directory.relative_to(REPO))],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    commits = log.stdout.split()
+    assert commits, f"git knows no commit that added {directory.name} (a shallow clone?)"
+    assert str(data["commit_added"]["value"]) == commits[-1]
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_run_commit_is_what_the_readme_says_or_not_recorded(directory):
+    value = str(record(directory)["run_commit"]["value"])
+    if value == "not recorded":
+        return
+    assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", value), value
+    assert value.removesuffix("-dirty") in (directory / "README.md").read_text()
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_gpu_and_driver_are_read_from_the_record_files(directory):
+    data = record(directory)
+    for field in ("gpu", "driver"):
+        value, source = str(data[field]["value"]), data[field]["source"]
+        if value in UNKNOWN:
+            continue
+        path = source_file(directory, source)
+        assert path is not None, f"{directory.name}: {field} source {source!r} names no file of the record"
+        assert value in path.read_text(), f"{directory.name}: {field}={value!r} is not in {path.name}"
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_compute_capability_is_recorded_or_says_where_it_comes_from(directory):
+    data = record(directory)
+    cc = data["compute_capability"]
+    if data["gpu"]["value"] == "none":
+        assert cc["value"] == "none"
+        return
+    assert re.fullmatch(r"\d{1,2}\.\d", str(cc["value"])), cc
+    if cc.get("recorded") is False:
+        assert cc["source"].startswith("not recorded by the run")
+        assert data["gpu"]["value"] in cc["source"]
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_each_command_runs_a_script_of_this_repository(directory):
+    value = str(record(directory)["command"]["value"])
+    if value.startswith("README.md"):
+        assert (directory / "README.md").is_file()
+        return
+    scripts = re.findall(r"(tests/device/[\w./-]+|scripts/[\w./-]+)", value)
+    assert scripts, f"{directory.name}: the command names no script: {value!r}"
+    for script in scripts:
+        assert (REPO / script).exists() or (REPO / script).with_suffix("").exists(), script
