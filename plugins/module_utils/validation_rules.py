@@ -521,7 +521,8 @@ def _unproven(v: dict, known: dict) -> list[str]:
     if all(p["proven"] == "gpu" for p in proofs):
         return []
     where = "; ".join(
-        f"{p['what']}: proven {PROOF_WORDS.get(p['proven'], p['proven'])}" + (f" [{p['record']}]" if p["record"] else "")
+        f"{p['what']}: proven {PROOF_WORDS.get(p['proven'], p['proven'])}"
+        + (f" [{p['record']}]" if p["record"] else "")
         for p in proofs
     )
     return [
@@ -532,20 +533,45 @@ def _unproven(v: dict, known: dict) -> list[str]:
     ]
 
 
+_SERVICE_TIMEOUTS = (
+    "sglang_service_probe",
+    "sglang_service_startup_timeout_s",
+    "sglang_service_watch_probe_timeout_s",
+    "sglang_service_watch_timeout_s",
+)
 CROSS_RULES = (
-    ("sglang_preflight", ("sglang_preflight_gpus", "sglang_preflight_excluded_gpus", "sglang_preflight_expected_gpu_count"), _preflight_gpus),
-    ("sglang_preflight", ("sglang_preflight_gpus", "sglang_preflight_gpu_count", "sglang_service_tp_size"), _preflight_tp_divides),
-    ("sglang_runtime", ("sglang_runtime_python_version", "sglang_runtime_supported_python_versions", "sglang_runtime_sglang"), _runtime_python),
+    (
+        "sglang_preflight",
+        ("sglang_preflight_gpus", "sglang_preflight_excluded_gpus", "sglang_preflight_expected_gpu_count"),
+        _preflight_gpus,
+    ),
+    (
+        "sglang_preflight",
+        ("sglang_preflight_gpus", "sglang_preflight_gpu_count", "sglang_service_tp_size"),
+        _preflight_tp_divides,
+    ),
+    (
+        "sglang_runtime",
+        ("sglang_runtime_python_version", "sglang_runtime_supported_python_versions", "sglang_runtime_sglang"),
+        _runtime_python,
+    ),
     ("sglang_runtime", ("sglang_runtime_sglang",), _runtime_source),
     ("sglang_service", ("sglang_service_launch_style", "sglang_service_allow_test_double"), _service_test_double),
-    ("sglang_service", ("sglang_service_speculative_num_draft_tokens", "sglang_service_dflash_block_size"), _service_draft_tokens),
-    ("sglang_service", ("sglang_service_speculative_algorithm", "sglang_service_ddtree_budget", "sglang_service_tp_size"), _service_ddtree),
+    (
+        "sglang_service",
+        ("sglang_service_speculative_num_draft_tokens", "sglang_service_dflash_block_size"),
+        _service_draft_tokens,
+    ),
+    (
+        "sglang_service",
+        ("sglang_service_speculative_algorithm", "sglang_service_ddtree_budget", "sglang_service_tp_size"),
+        _service_ddtree,
+    ),
     ("sglang_service", ("sglang_service_envelope_ladder", "sglang_service_envelopes"), _service_ladder),
-    ("sglang_service", ("sglang_service_probe", "sglang_service_startup_timeout_s", "sglang_service_watch_probe_timeout_s", "sglang_service_watch_timeout_s"), _service_timeouts),
+    ("sglang_service", _SERVICE_TIMEOUTS, _service_timeouts),
     ("sglang_service", ("sglang_service_api_key",), _service_api_key),
     ("sglang_service", ("sglang_service_envelopes",), _service_context_ceiling),
-)  # fmt: skip
-_MANAGED_NEEDS = ("sglang_service_extra_flags",)
+)
 _UNPROVEN_NEEDS = (
     "sglang_runtime_allow_unproven",
     "sglang_runtime_sglang",
@@ -576,6 +602,15 @@ def _patch_sets(v: dict, read_patch_set) -> list[str]:
     return errors
 
 
+def _deploy_patch_sets(v: dict, file_exists) -> list[str]:
+    return [
+        f"sglang_deploy_patch_sets[{position}]: {directory} has no patchset.yml; allowed: patch set directories on"
+        " the controller (each holding a patchset.yml, such as patchsets/ddtree-0.5.17 of the collection)"
+        for position, directory in enumerate(v["sglang_deploy_patch_sets"])
+        if not file_exists(f"{str(directory).rstrip('/')}/patchset.yml")
+    ]
+
+
 def _uv_wheel(v: dict, file_exists) -> list[str]:
     wheel = v["sglang_runtime_uv_wheel"]
     if not wheel or file_exists(wheel):
@@ -602,7 +637,7 @@ def misspelt_prefixes(names, known) -> list[str]:
         if not name.startswith("sglang_") or name.startswith(prefixes):
             continue
         word = name[len("sglang_") :].split("_", 1)[0]
-        if not difflib.get_close_matches(word, words, n=1, cutoff=0.75):
+        if word in words or not difflib.get_close_matches(word, words, n=1, cutoff=0.75):
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"the prefixes are {', '.join(prefixes)}"
@@ -639,9 +674,9 @@ def check_inputs(
     ``specs``: role -> variable -> argument spec (``main`` entry point of ``meta/argument_specs.yml``).
     ``roles``: the roles whose variables and checks apply; ``play``: a key of ``PLAYS`` (adds its variables
     and the unknown-name checks over ``names``, every variable name of the play; ``known_names`` are the
-    names a role reads or sets). ``known_runtimes``: ``known_runtimes.yml`` parsed. ``managed_flags``: the
-    flags the service renders itself. ``read_patch_set(dir) -> (name, error)`` and ``file_exists(path)``
-    are the controller's file checks.
+    names a role reads or sets; its roles are the default of ``roles``). ``known_runtimes``:
+    ``known_runtimes.yml`` parsed. ``managed_flags``: the flags the service renders itself.
+    ``read_patch_set(dir) -> (name, error)`` and ``file_exists(path)`` are the controller's file checks.
     """
     roles = tuple(PLAYS[play]["roles"]) if play and roles is ROLES else tuple(roles)
     errors: list[str] = []
@@ -649,61 +684,63 @@ def check_inputs(
         every = set(known_names) | {n for role in specs.values() for n in role} | set(PLAYS[play]["variables"])
         errors += unknown_variables(names or (), every, ROLE_PREFIXES)
         errors += misspelt_prefixes(names or (), every)
-    checked: dict = {}
-    invalid: set = set()
+    variables = dict(PLAYS[play]["variables"]) if play else {}
+    for role in roles:
+        rules = ROLE_RULES.get(role, {})
+        stray = sorted(set(rules) - set(specs.get(role, {})))
+        if stray:
+            raise SpecError(f"rules for variables without an argument spec of {role}: {', '.join(stray)}")
+        variables.update((name, (specs[role][name] or {}, rules.get(name))) for name in sorted(specs.get(role, {})))
+    checked, invalid = _check_each(values, variables, errors)
+    effective = _effective(values, specs, checked, invalid)
+    cross = [(needs, rule, ()) for role, needs, rule in CROSS_RULES if role in roles]
+    cross += _data_rules(roles, play, known_runtimes, managed_flags, read_patch_set, file_exists)
+    for needs, rule, extra in cross:
+        if all(n in effective for n in needs):
+            errors.extend(rule({n: effective[n] for n in needs}, *extra))
+    return errors
 
-    def run(name, spec, rule):
+
+def _data_rules(roles, play, known_runtimes, managed_flags, read_patch_set, file_exists) -> list:
+    """The checks across variables that read data files or the controller's files: (needs, rule, extra args)."""
+    rules = []
+    if "sglang_service" in roles:
+        rules.append((("sglang_service_extra_flags",), _managed_flags, (tuple(managed_flags),)))
+    if "sglang_runtime" in roles:
+        rules.append((_UNPROVEN_NEEDS, _unproven, (known_runtimes or {},)))
+        if file_exists is not None:
+            rules.append((("sglang_runtime_uv_wheel",), _uv_wheel, (file_exists,)))
+    if play == "deploy" and file_exists is not None:
+        rules.append((("sglang_deploy_patch_sets",), _deploy_patch_sets, (file_exists,)))
+    if "sglang_patches" in roles and read_patch_set is not None:
+        rules.append((("sglang_patches_sets",), _patch_sets, (read_patch_set,)))
+    return rules
+
+
+def _check_each(values: dict, variables: dict, errors: list) -> tuple[dict, set]:
+    """Each variable against its spec and rule (errors appended); its converted value when valid."""
+    checked, invalid = {}, set()
+    for name, (spec, rule) in variables.items():
         if name not in values:
             if spec.get("required"):
                 errors.append(f"{name}: is required and not set; see docs/variables.md")
                 invalid.add(name)
-            return
+            continue
         found = check(name, values[name], spec, rule)
         if spec.get("no_log"):
             found = [hide_secret(m, values[name]) for m in found]
         if found:
             errors.extend(found)
             invalid.add(name)
-        else:
-            type_ = spec.get("type", "str")
-            checked[name] = (
-                values[name] if type_ == "raw" else convert(name, values[name], type_, spec.get("elements"))[0]
-            )
-
-    if play:
-        for name, (spec, rule) in PLAYS[play]["variables"].items():
-            run(name, spec, rule)
-    for role in roles:
-        rules = ROLE_RULES.get(role, {})
-        stray = sorted(set(rules) - set(specs.get(role, {})))
-        if stray:
-            raise SpecError(f"rules for variables without an argument spec of {role}: {', '.join(stray)}")
-        for name in sorted(specs.get(role, {})):
-            run(name, specs[role][name] or {}, rules.get(name))
-
-    effective = _effective(values, specs, checked, invalid)
-
-    def cross(needs, rule, *extra):
-        if all(n in effective for n in needs):
-            errors.extend(rule({n: effective[n] for n in needs}, *extra))
-
-    for role, needs, rule in CROSS_RULES:
-        if role in roles:
-            cross(needs, rule)
-    if "sglang_service" in roles:
-        cross(_MANAGED_NEEDS, _managed_flags, tuple(managed_flags))
-    if "sglang_runtime" in roles:
-        cross(_UNPROVEN_NEEDS, _unproven, known_runtimes or {})
-        if file_exists is not None:
-            cross(("sglang_runtime_uv_wheel",), _uv_wheel, file_exists)
-    if "sglang_patches" in roles and read_patch_set is not None:
-        cross(("sglang_patches_sets",), _patch_sets, read_patch_set)
-    return errors
+            continue
+        type_ = spec.get("type", "str")
+        checked[name] = values[name] if type_ == "raw" else convert(name, values[name], type_, spec.get("elements"))[0]
+    return checked, invalid
 
 
 def _effective(values: dict, specs: dict, checked: dict, invalid: set) -> dict:
     """Converted values for the checks across variables: checked ones, else converted ones, else spec defaults."""
-    effective = {}
+    effective = dict(checked)
     types = {n: s or {} for role in specs.values() for n, s in role.items()}
     for name, spec in types.items():
         if name in invalid:

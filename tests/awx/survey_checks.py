@@ -38,42 +38,22 @@ KEYWORD_SPECS = {
 BOOL_STRINGS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
 
 
-def _validate_inputs_tasks(path: pathlib.Path) -> list[dict]:
-    """The arguments of every specdec.sglang.validate_inputs task in a task file or playbook."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("specdec.sglang.validate_inputs", "validate_inputs") and isinstance(value, dict):
-                    found.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    if path.is_file():
-        walk(yaml.safe_load(path.read_text(encoding="utf-8")))
-    return found
-
-
 def project_rule(
     variable: str, spec: dict, playbook: pathlib.Path, repo: pathlib.Path = REPO
 ) -> tuple[dict, dict] | None:
     """(spec, rule) the project's own validation applies to a variable, or None when it applies none.
 
-    A role variable: its argument spec and the rule of its role's validate entry point. A playbook
-    variable: the spec and rule of the playbook's first-play validate_inputs task.
+    A role variable: its argument spec and its role's rule (validation_rules.ROLE_RULES). A playbook
+    variable: the spec and rule of the playbook's entry in validation_rules.PLAYS.
     """
+    from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules  # noqa: PLC0415
+
     if spec.get("_role"):
-        for task in _validate_inputs_tasks(repo / "roles" / spec["_role"] / "tasks" / "validate.yml"):
-            return spec, (task.get("rules") or {}).get(variable) or {}
-        return None
-    for play_file in [playbook, *(playbook.parent / p for p in _imports(playbook))]:
-        for task in _validate_inputs_tasks(play_file):
-            if variable in (task.get("specs") or {}):
-                return task["specs"][variable], (task.get("rules") or {}).get(variable) or {}
+        return spec, validation_rules.ROLE_RULES.get(spec["_role"], {}).get(variable) or {}
+    books = {playbook.resolve(), *((playbook.parent / p).resolve() for p in _imports(playbook))}
+    for play in validation_rules.PLAYS.values():
+        if (repo / play["playbook"]).resolve() in books and variable in play["variables"]:
+            return play["variables"][variable]
     return None
 
 
