@@ -694,14 +694,21 @@ def check_inputs(
     checked, invalid = _check_each(values, variables, errors)
     effective = _effective(values, specs, checked, invalid)
     cross = [(needs, rule, ()) for role, needs, rule in CROSS_RULES if role in roles]
-    cross += _data_rules(roles, play, known_runtimes, managed_flags, read_patch_set, file_exists)
+    cross += _data_rules(
+        roles,
+        play,
+        known_runtimes=known_runtimes,
+        managed_flags=managed_flags,
+        read_patch_set=read_patch_set,
+        file_exists=file_exists,
+    )
     for needs, rule, extra in cross:
         if all(n in effective for n in needs):
             errors.extend(rule({n: effective[n] for n in needs}, *extra))
     return errors
 
 
-def _data_rules(roles, play, known_runtimes, managed_flags, read_patch_set, file_exists) -> list:
+def _data_rules(roles, play, *, known_runtimes, managed_flags, read_patch_set, file_exists) -> list:
     """The checks across variables that read data files or the controller's files: (needs, rule, extra args)."""
     rules = []
     if "sglang_service" in roles:
