@@ -19,6 +19,10 @@ description:
   - The decisions are C(plugins/module_utils/envelope_plan.py); this module reads the files and formats the result.
   - An envelope that does not fit is named with the numbers (sglang's own refusal when sglang would refuse it).
     With O(fail_when_none=true) the module fails when no envelope fits, with the table in the message.
+  - An envelope of the ladder whose C(context_length) is above the target's C(max_position_embeddings)
+    (C(text_config) read when the checkpoint nests it) is refused before anything else, naming the envelope, the
+    value and the model's limit (C(plugins/module_utils/validation_rules.py) C(context_length_errors)); sglang would
+    refuse it at start unless the envelope's environment sets C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN).
   - Read-only; supports check mode.
 options:
   model_path:
@@ -145,6 +149,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.envelope_plan impor
     plan_ladder,
     role_envelopes,
 )
+from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import context_length_errors  # noqa: E402
 
 
 def _read_config(module, path: str, variable: str) -> dict:
@@ -184,6 +189,9 @@ def main():
     p = module.params
     algo = (p["speculative_algorithm"] or "").upper()
     target = _read_config(module, p["model_path"], "sglang_service_model_path")
+    too_long = context_length_errors(p["envelopes"], p["ladder"], target)
+    if too_long:
+        module.fail_json(msg="envelope plan: " + " | ".join(too_long))
     draft = None
     if algo in ("DFLASH", "DDTREE"):
         draft = _read_config(module, p["draft_model_path"], "sglang_service_draft_model_path")

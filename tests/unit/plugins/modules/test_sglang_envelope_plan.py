@@ -70,3 +70,15 @@ def test_extra_flags_change_the_plan(monkeypatch, capsys):
     on = run_main(sglang_envelope_plan.main, capsys)
     assert off["plans"][0]["mamba_slots"] == 4  # one slot per request without the radix cache
     assert on["plans"][0]["mamba_slots"] > 4
+
+
+def test_a_context_length_beyond_the_targets_max_position_embeddings_is_refused_before_planning(monkeypatch, capsys):
+    too_long = {**ENVELOPES, "huge": {**ENVELOPES["huge"], "context_length": 262145}}
+    set_module_args(monkeypatch, args(envelopes=too_long))
+    result = run_main(sglang_envelope_plan.main, capsys)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "envelope plan: sglang_service_envelopes.huge.context_length=262145 is above the target's"
+        " text_config.max_position_embeddings=262144 (config.json of sglang_service_model_path); allowed: 0 (the"
+        " model's own) to 262144"
+    )
