@@ -1,0 +1,112 @@
+"""The deploy report's speculation verdict (roles/sglang_service/tasks/speculation.yml, from report.yml).
+
+The role's own task file runs in ansible-playbook on the controller, with the shipped cost table
+(files/speculation-cost.json, found by the role's file lookup) and the collection's filter: for the
+recorded H200, a DDTREE N=16 accept length above the record's break-even pays and the tiny pair's 3.24
+does not; an RTX PRO 6000 (no record) and the default N=64 (refused on the H200, so not recorded) are
+unknown. report.yml puts the verdict in the summary, the report file and set_stats.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
+TABLE = json.loads((REPO / "roles/sglang_service/files/speculation-cost.json").read_text())
+
+
+def _break_even(algorithm, budget, batch=1):
+    (entry,) = TABLE["gpu_classes"]
+    (row,) = [
+        m
+        for m in entry["modes"]
+        if m["algorithm"] == algorithm and (m["budget"] or 0) == budget and m["batch"] == batch
+    ]
+    return row["break_even"]
+
+
+def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_path):
+    tau_star = _break_even("DDTREE", 16)
+    hosts = {
+        "h200_pays": ("NVIDIA H200", "DDTREE", 16, tau_star + 0.3),
+        "h200_tiny_pair": ("NVIDIA H200", "DDTREE", 16, 3.24),
+        "h200_default_budget": ("NVIDIA H200", "DDTREE", 0, 9.0),
+        "rtx_pro_6000": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "DFLASH", 0, 3.0),
+    }
+    inventory = {
+        name: {
+            "ansible_connection": "local",
+            "sglang_preflight_gpus_facts": [{"uuid": "GPU-%s" % name, "name": gpu}],
+            "sglang_preflight_gpu_uuids": ["GPU-%s" % name],
+            "sglang_service_speculative_algorithm": algorithm,
+            "sglang_service_ddtree_budget": budget,
+            "_sglang_service_report": {"report": {"ok": True, "spec_accept_length": tau}},
+        }
+        for name, (gpu, algorithm, budget, tau) in hosts.items()
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": inventory}}))
+    play = [
+        {
+            "name": "speculation verdict",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "The role's task file",
+                    "ansible.builtin.include_role": {
+                        "name": "specdec.sglang.sglang_service",
+                        "tasks_from": "speculation",
+                    },
+                },
+                {
+                    "name": "Keep the verdict",
+                    "delegate_to": "localhost",
+                    "ansible.builtin.copy": {
+                        "content": "{{ _sglang_service_speculation | to_json }}",
+                        "dest": str(tmp_path) + "/{{ inventory_hostname }}.json",
+                        "mode": "0600",
+                    },
+                },
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_NOCOLOR="1")
+    done = subprocess.run(
+        [BIN / "ansible-playbook", "-i", tmp_path / "inventory.yml", tmp_path / "play.yml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    got = {name: json.loads((tmp_path / ("%s.json" % name)).read_text()) for name in hosts}
+    assert got["h200_pays"]["verdict"] == "pays"
+    assert got["h200_pays"]["break_even"] == tau_star
+    assert got["h200_pays"]["record"] == "tests/device/records/2026-12-02-h200-ddtree-cost"
+    assert got["h200_pays"]["summary"].startswith("speculation: pays (DDTREE B=16 N=16 on nvidia h200")
+    assert got["h200_tiny_pair"]["verdict"] == "does not pay"
+    assert got["h200_tiny_pair"]["accept_length"] == 3.24
+    assert got["h200_default_budget"]["verdict"] == "unknown" and got["h200_default_budget"]["budget"] == 64
+    assert got["rtx_pro_6000"]["verdict"] == "unknown"
+    assert "no step-cost record for GPU class" in got["rtx_pro_6000"]["reason"]
+
+
+def test_report_yml_carries_the_verdict_to_summary_file_and_stats():
+    tasks = yaml.safe_load((REPO / "roles/sglang_service/tasks/report.yml").read_text())
+    by_name = {t["name"]: t for t in tasks}
+    include = by_name["Say whether speculation pays on this GPU"]
+    assert include["ansible.builtin.include_tasks"] == "speculation.yml"
+    assert "_sglang_service_speculation.summary" in by_name["Summarise the deploy"]["ansible.builtin.debug"]["msg"]
+    stats = by_name["Publish the deploy statistics"]["ansible.builtin.set_stats"]["data"]
+    assert "_sglang_service_speculation" in stats["sglang_deploy_speculation"]
+    (write,) = [t for t in by_name["Write the deploy report to the controller"]["block"] if "ansible.builtin.copy" in t]
+    assert "'speculation': _sglang_service_speculation" in write["ansible.builtin.copy"]["content"]
