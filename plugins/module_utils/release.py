@@ -386,13 +386,14 @@ def _unreadable_environment_drift(seen, observed, changed_at, n_restarts):
 
 
 def observation_lines(observed):
-    """The report's lines on what of the running process could not be read (empty when all could)."""
+    """The report's lines on what of the running process could not be read (empty when all could), one per reason."""
     reasons = (observed or {}).get("unreadable_reasons") or {}
-    if not reasons:
-        return []
+    by_reason = {}
+    for name in sorted(reasons):
+        by_reason.setdefault(reasons[name], []).append(name)
     return [
-        "not observed: the running process's %s (%s); drift decided on what could be read" % (name, reasons[name])
-        for name in sorted(reasons)
+        "not observed: the running process's %s (%s); drift decided on what could be read" % (", ".join(names), why)
+        for why, names in sorted(by_reason.items())
     ]
 
 

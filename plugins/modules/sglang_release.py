@@ -881,9 +881,21 @@ class Steps:
         observed = self.observe(
             self.host.show(self.p["unit"], ("MainPID", "InvocationID", START_PROPERTY, *UNIT_SETTINGS))
         )
-        if not self.check_mode and observed:
+        if self.check_mode or not observed:
+            return {"changed": bool(observed), "observed": observed}
+        try:
             self.host.write(self.record_path, release.dump_record(dict(record, observed=observed)), 0o600)
-        return {"changed": bool(observed), "observed": observed}
+        except OSError as exc:
+            # The restored release serves; a record that cannot be written (a full disk) is left as it was.
+            return {
+                "changed": False,
+                "observed": observed,
+                "warnings": [
+                    "the record's observation was not updated to the restored process (%s: %s); the next deploy "
+                    "compares with the process the record verified" % (exc.strerror or exc, self.record_path)
+                ],
+            }
+        return {"changed": True, "observed": observed}
 
     def judge(self):
         p = self.p

@@ -96,9 +96,11 @@ def test_an_unreadable_environment_is_said_never_hashed_as_empty():
     assert obs["unreadable_reasons"]["environ"] == "Permission denied"
     assert "environ_sha256" not in obs and obs["cmdline_sha256"] == observed()["cmdline_sha256"]
     assert obs["release"] == "r1"  # the command line still names it
-    assert release.observation_lines(obs)[1] == (
-        "not observed: the running process's environ (Permission denied); drift decided on what could be read"
-    )
+    assert release.observation_lines(obs) == [
+        "not observed: the running process's cwd, environ, exe (Permission denied); drift decided on what could be read"
+    ]
+    unknown_start = seen_without_environ(started=None)
+    assert release.observation_lines(unknown_start)[1].startswith("not observed: the running process's started_at (")
 
 
 def test_unreadable_environment_and_an_env_file_newer_than_the_start_is_drift():
@@ -178,11 +180,12 @@ def test_unreadable_and_everything_consistent_is_no_drift_but_the_report_says_wh
     assert report["observed"]["unreadable"] == ["cwd", "environ", "exe"]
     text = release.success_summary(report)
     assert (
-        "not observed: the running process's environ (Permission denied); drift decided on what could be read" in text
+        "not observed: the running process's cwd, environ, exe (Permission denied); drift decided on what could be read"
+        in text
     )
     failed = release.failure_report({}, target="r0", rollback=None, observed=now, **common_failure(common))
     assert any(
-        line.startswith("not observed: the running process's environ")
+        line.startswith("not observed: the running process's cwd, environ")
         for line in release.failure_message(failed).splitlines()
     )
 

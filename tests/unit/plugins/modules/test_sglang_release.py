@@ -657,3 +657,24 @@ def test_reap_in_check_mode_removes_nothing(monkeypatch, capsys, tree):
     stale = tmp_dir(root, "ansible-tmp-1-1-1", "AnsiballZ_sglang_readiness.py", MARKER, 3600)
     out = run(monkeypatch, capsys, tree, step="reap", job_file=str(tree["root"] / "r.job"), check_mode=True)
     assert out["changed"] is True and out["removed"] == [] and stale.exists()
+
+
+def test_observe_on_a_full_disk_leaves_the_record_and_warns(monkeypatch, capsys, tree):
+    recorded_deploy(monkeypatch, capsys, tree)
+    before = (tree["state"] / "deploy.json").read_text()
+
+    def full(self, dest, text, mode):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sglang_release.Host, "write", full)
+    out = run(
+        monkeypatch,
+        capsys,
+        tree,
+        step="observe",
+        unit={"MainPID": "43", "InvocationID": "inv-r"},
+        process={43: running(tree)[41]},
+    )
+    assert out["changed"] is False and "failed" not in out
+    assert "No space left on device" in str(out["warnings"])
+    assert (tree["state"] / "deploy.json").read_text() == before
