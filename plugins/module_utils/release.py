@@ -798,6 +798,26 @@ def without_attempts(report):
     return {key: value for key, value in report.items() if key != "attempts"}
 
 
+# -- the restored release's configuration -------------------------------------------------------
+def config_api_key(text):
+    """The ``api-key`` of a server ``--config`` file as the service role renders it (``api-key: "<JSON string>"``,
+    a plain or single-quoted scalar read as is); "" when it has none. ValueError for a value that is not one."""
+    for line in str(text or "").splitlines():
+        if not line.startswith("api-key:"):
+            continue
+        value = line.split(":", 1)[1].strip()
+        if value.startswith('"'):
+            try:
+                found = json.loads(value)
+            except ValueError:
+                raise ValueError("its api-key is not a double-quoted string") from None
+            return found if isinstance(found, str) else ""
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            return value[1:-1].replace("''", "'")
+        return value
+    return ""
+
+
 # -- the host-side readiness job (async) and its reaping --------------------------------------
 READINESS_JOB_NAME = "readiness.job"
 

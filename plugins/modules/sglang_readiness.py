@@ -111,6 +111,12 @@ options:
     description:
       - API key of the server (C(--api-key)), sent as a bearer token. Never returned or logged.
     type: str
+  api_key_from:
+    description:
+      - The server's C(--config) file on the host; its C(api-key) (as the service role renders it) is the key sent,
+        instead of O(api_key) - none when the file has none or does not exist. The rollback uses it to verify the
+        restored release with its own key. The key is never returned or logged.
+    type: path
   served_model_name:
     description:
       - Model name for the C(openai) probe's C(model) field. Default is the first id of C(/v1/models).
@@ -507,6 +513,7 @@ ARGUMENT_SPEC = dict(
     poll_interval=dict(type="float", default=0.5),
     probe=dict(type="dict", default={}, options=PROBE_SPEC),
     api_key=dict(type="str", no_log=True),
+    api_key_from=dict(type="path"),
     served_model_name=dict(type="str"),
     expect_speculative_algorithm=dict(type="str"),
     min_accept_length=dict(type="float"),
@@ -563,11 +570,24 @@ def validate(params):
     return errors
 
 
+def use_config_api_key(module):
+    """O(api_key_from): the key of the server's --config file on the host replaces O(api_key), masked in output."""
+    params = module.params
+    try:
+        params["api_key"] = release.config_api_key(_read_existing(params["api_key_from"]))
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="api_key_from=%s: %s" % (params["api_key_from"], exc))
+    if params["api_key"]:
+        module.no_log_values.add(params["api_key"])
+
+
 def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.sleep):
     params = module.params
     errors = validate(params)
     if errors:
         module.fail_json(msg="; ".join(errors))
+    if params.get("api_key_from"):
+        use_config_api_key(module)
 
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_COLORS": "0"})
@@ -623,6 +643,15 @@ def run_module(module, open_url_func=open_url, clock=time.monotonic, sleep=time.
         module.exit_json(changed=False, **result)
     msg = "sglang not ready: %s [%s] %s" % (result["failure_class"], result["reason"], result["hint"])
     module.fail_json(msg=msg, changed=False, **result)
+
+
+def _read_existing(path):
+    """The text of ``path``, "" when it does not exist (other errors are raised)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
 
 
 def _read(path):

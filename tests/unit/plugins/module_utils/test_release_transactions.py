@@ -1,6 +1,7 @@
 """The transactional decisions of release.py (issue 23): the running process against the record (drift),
 crashes since the record, a failed record, the readiness job left by an interrupted run."""
 
+import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils import release
 
 ROOT = "/opt/sglang"
@@ -360,3 +361,18 @@ def test_an_unknown_start_time_is_said_and_decides_no_file_drift():
     record = recorded(seen_without_environ())
     changed = {ENV_FILE: STARTED + 30}
     assert release.drift_reasons(record, now, release_id="r1", changed_at=changed, current_changed_at=STARTED) == []
+
+
+# -- the restored release's configuration (issue 35) -----------------------------------------------------
+def test_the_api_key_is_read_from_the_config_file_as_the_role_renders_it():
+    rendered = '# Ansible managed\n# --config file of sglang.service\napi-key: "lab-only-not-a-secret"\n'
+    assert release.config_api_key(rendered) == "lab-only-not-a-secret"
+    assert release.config_api_key('api-key: "a\\"b\\u00e9"\n') == 'a"b\u00e9'  # to_json's escapes
+    assert release.config_api_key("# Ansible managed\n{}\n") == ""  # a server without a key
+    assert release.config_api_key("api-key: 'it''s'\n") == "it's"
+    assert release.config_api_key("") == ""
+
+
+def test_a_config_api_key_that_is_not_a_string_is_an_error():
+    with pytest.raises(ValueError, match="its api-key is not a double-quoted string"):
+        release.config_api_key('api-key: "unterminated\n')

@@ -178,6 +178,19 @@ def test_api_key_is_sent_as_bearer_and_masked_everywhere(monkeypatch, capsys):
     assert secret not in json.dumps(visible)
 
 
+def test_api_key_from_the_restored_config_file_replaces_the_given_key(monkeypatch, capsys, tmp_path):
+    """Issue 35: the rollback verifies the restored release with its own key, not the failed deploy's."""
+    config = tmp_path / "sglang.yaml"
+    config.write_text('# Ansible managed\napi-key: "sk-restored-0987"\n')
+    given = {"unit": "sglang.service", "poll_interval": 0.05, "api_key": "sk-new-1234"}
+    out = run(monkeypatch, capsys, api_key_from=str(config), **given)
+    assert out["ready"] is True
+    assert all(h.get("Authorization") == "Bearer sk-restored-0987" for _, _, h in out["_http"])
+    assert "sk-restored-0987" not in json.dumps({k: v for k, v in out.items() if not k.startswith("_")})
+    none = run(monkeypatch, capsys, api_key_from=str(tmp_path / "absent.yaml"), **given)
+    assert none["ready"] is True and all("Authorization" not in h for _, _, h in none["_http"])
+
+
 def test_check_mode_reports_without_generating(monkeypatch, capsys):
     out = run(monkeypatch, capsys, unit="sglang.service", _ansible_check_mode=True)
     assert out.get("failed") is not True and out["changed"] is False
