@@ -35,6 +35,6 @@ lib=$(ls /usr/local/cuda/lib64/libcudart.so.13* "$torch_site"/nvidia/cu13/lib/li
 [ -n "$lib" ] && ln -sf "$lib" "$cudart/libcudart.so"
 export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$site
 export LIBRARY_PATH=$cudart:${LIBRARY_PATH:-} LD_LIBRARY_PATH=$torch_site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/nvidia-smi.csv" 2>&1
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv >"$out/nvidia-smi.csv" 2>&1
 "$py" -c 'import torch, sglang, sgl_kernel; print("torch", torch.__version__, "sgl_kernel", sgl_kernel.__version__)' \
   >"$out/versions.txt" 2>&1
