@@ -25,6 +25,12 @@ from __future__ import annotations
 from ansible_collections.specdec.sglang.plugins.module_utils.cuda_fatbin import describe, runs_on, sm_of
 
 
+def _read(data: dict, text) -> str:
+    """A fact's source with ``{sglang}`` replaced by the sglang version(s) of ``sglang_source``."""
+    versions = ", ".join(str(v) for v in (data.get("sglang_source") or {}))
+    return str(text or "no source recorded").replace("{sglang}", versions or "(version not recorded)")
+
+
 def _version(entry: dict) -> str:
     return str(entry.get("version") or "").split("+", 1)[0]
 
@@ -121,7 +127,7 @@ class _Check:
                     self.library((name, version), library, capability)
             if package.get("compiles_at_run_time") == "bundled":
                 self.result["reasons"].append(
-                    f"{capability}: {name} {version} compiles at run time ({package.get('read')})"
+                    f"{capability}: {name} {version} compiles at run time ({_read(self.data, package.get('read'))})"
                 )
 
     def backend(self, attention: str, origin: str, capability: str) -> None:
@@ -134,7 +140,7 @@ class _Check:
         if majors is not None and int(str(capability).split(".")[0]) not in majors:
             self.result["errors"].append(
                 f"{label} does not run on compute capability {capability}: it runs on major"
-                f" {', '.join(str(m) for m in majors)} only ({spec.get('read')})"
+                f" {', '.join(str(m) for m in majors)} only ({_read(self.data, spec.get('read'))})"
             )
             return
         lib = spec.get("library")
@@ -151,7 +157,9 @@ class _Check:
             return
         if spec.get("package") and spec["package"] != "flashinfer-python":
             if spec["package"] in self.pins:
-                self.result["reasons"].append(f"{capability}: {label} runs on {spec['package']} ({spec.get('read')})")
+                self.result["reasons"].append(
+                    f"{capability}: {label} runs on {spec['package']} ({_read(self.data, spec.get('read'))})"
+                )
             else:
                 self.result["errors"].append(f"{label} needs {spec['package']}, which the manifest does not hold")
 

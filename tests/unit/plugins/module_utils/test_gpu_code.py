@@ -144,3 +144,10 @@ def test_files_to_read_are_the_pinned_libraries():
     paths = [f["path"] for f in files_to_read(CORE, DATA)]
     assert "sgl_kernel/flash_ops.abi3.so" in paths and "torch/lib/libtorch_cuda.so" in paths
     assert len(paths) == len(set(paths))
+
+
+def test_sources_name_the_sglang_version_the_data_was_read_from():
+    result = check_gpu_code(CUBIN, DATA, ["12.0"], attention_backend="trtllm_mha")
+    [version] = list(DATA["sglang_source"])
+    assert f"(sglang {version} srt/server_args.py:5801-5804" in result["errors"][0]
+    assert "{sglang}" not in " ".join(result["errors"] + result["reasons"])
