@@ -25,6 +25,7 @@ import difflib
 import re
 
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import text_config
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
     SpecError,
     check,
@@ -533,6 +534,35 @@ def _unproven(v: dict, known: dict) -> list[str]:
     ]
 
 
+def _service_replicas(v: dict) -> list[str]:
+    """The replica list against the GPUs, tp size and port (replica_plan.plan_replicas), before any host.
+
+    A valid list of several replicas is still refused: this release plans them but runs one unit per host.
+    """
+    replicas = v["sglang_service_replicas"]
+    errors = plan_replicas(
+        v["sglang_preflight_gpus"],
+        v["sglang_service_tp_size"],
+        v["sglang_service_port"],
+        replicas,
+        unit_name=v["sglang_service_unit_name"],
+    )[1]
+    if replicas and not errors:
+        errors.append(
+            f"sglang_service_replicas lists {len(replicas)} replica(s): planned and valid, but this release serves one"
+            " unit per host; allowed: [] (one replica on the selected GPUs, sglang_service_unit_name and"
+            " sglang_service_port)"
+        )
+    return errors
+
+
+_REPLICA_NEEDS = (
+    "sglang_service_replicas",
+    "sglang_preflight_gpus",
+    "sglang_service_tp_size",
+    "sglang_service_port",
+    "sglang_service_unit_name",
+)
 _SERVICE_TIMEOUTS = (
     "sglang_service_probe",
     "sglang_service_startup_timeout_s",
@@ -571,6 +601,7 @@ CROSS_RULES = (
     ("sglang_service", _SERVICE_TIMEOUTS, _service_timeouts),
     ("sglang_service", ("sglang_service_api_key",), _service_api_key),
     ("sglang_service", ("sglang_service_envelopes",), _service_context_ceiling),
+    ("sglang_service", _REPLICA_NEEDS, _service_replicas),
 )
 _UNPROVEN_NEEDS = (
     "sglang_runtime_allow_unproven",

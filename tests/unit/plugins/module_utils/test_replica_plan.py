@@ -1,0 +1,175 @@
+"""replica_plan.plan_replicas: the replicas of a host (ports, GPUs, unit names, envelope input) or every error."""
+
+import pathlib
+
+import pytest
+import yaml
+from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import gateway_workers, plan_replicas
+
+EIGHT = [str(i) for i in range(8)]
+
+
+def test_no_replica_list_is_todays_single_unit_on_every_gpu():
+    replicas, errors = plan_replicas(EIGHT, 8, 30000, [], unit_name="sglang-dflash-smoke")
+    assert errors == []
+    assert replicas == [
+        {
+            "name": "",
+            "unit": "sglang-dflash-smoke",
+            "port": 30000,
+            "gpus": EIGHT,
+            "envelope_input": {"gpus": EIGHT, "gpu_count": 8, "tp_size": 8},
+        }
+    ]
+
+
+def test_single_replica_before_gpu_selection_has_no_gpus_yet():
+    replicas, errors = plan_replicas([], 2, 31000, None)
+    assert errors == []
+    assert replicas[0]["unit"] == "sglang" and replicas[0]["port"] == 31000 and replicas[0]["gpus"] is None
+    assert replicas[0]["envelope_input"] == {"gpus": None, "gpu_count": None, "tp_size": 2}
+
+
+def test_derived_replicas_take_tp_sized_gpu_runs_and_consecutive_ports():
+    replicas, errors = plan_replicas(EIGHT, 2, 30000, [{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    assert errors == []
+    assert [(r["name"], r["unit"], r["port"], r["gpus"]) for r in replicas] == [
+        ("a", "sglang-a", 30000, ["0", "1"]),
+        ("b", "sglang-b", 30001, ["2", "3"]),
+        ("c", "sglang-c", 30002, ["4", "5"]),
+    ]
+    assert [r["envelope_input"]["gpu_count"] for r in replicas] == [2, 2, 2]
+
+
+def test_explicit_gpus_and_ports_are_kept():
+    replicas, errors = plan_replicas(
+        EIGHT, 1, 30000, [{"name": "r7", "gpus": [7], "port": 30107}, {"name": "r0", "gpus": ["0"], "port": "30100"}]
+    )
+    assert errors == []
+    assert [(r["unit"], r["port"], r["gpus"]) for r in replicas] == [
+        ("sglang-r7", 30107, ["7"]),
+        ("sglang-r0", 30100, ["0"]),
+    ]
+
+
+def test_overlapping_gpus_and_ports_are_both_reported_at_once():
+    _, errors = plan_replicas(
+        EIGHT,
+        1,
+        30000,
+        [{"name": "a", "gpus": ["0", "1"], "port": 30001}, {"name": "b", "gpus": ["1"], "port": 30001}],
+    )
+    assert any("GPU 1 is in both a and b" in e for e in errors), errors
+    assert any("port 30001 is used by a, b" in e for e in errors), errors
+
+
+def test_tp_size_not_dividing_a_replica_is_refused_naming_the_allowed_sizes():
+    replicas, errors = plan_replicas(EIGHT, 2, 30000, [{"name": "a", "gpus": ["0", "1", "2"]}])
+    assert replicas == []
+    assert errors == [
+        "sglang_service_tp_size=2 does not divide the 3 GPU(s) of replica a (0, 1, 2); allowed: a tp size of 1, 3,"
+        " or 2 GPUs per replica"
+    ]
+
+
+@pytest.mark.parametrize("port", [80, 65536, "x", True])
+def test_port_out_of_range_is_refused(port):
+    _, errors = plan_replicas(EIGHT, 1, 30000, [{"name": "a", "port": port}])
+    assert len(errors) == 1 and errors[0].startswith("sglang_service_replicas[0].port=") and "1024-65535" in errors[0]
+
+
+def test_derived_port_past_the_range_is_refused():
+    _, errors = plan_replicas(EIGHT, 1, 65535, [{"name": "a"}, {"name": "b"}])
+    assert errors == [
+        "sglang_service_replicas (b): derived port 65536 (sglang_service_port=65535 + position) is out of range;"
+        " allowed: 1024-65535"
+    ]
+
+
+@pytest.mark.parametrize("name", ["", "A", "-a", "a_b", "a.service", "a" * 33, 3, None])
+def test_names_that_are_not_unit_safe_are_refused(name):
+    _, errors = plan_replicas(EIGHT, 1, 30000, [{"name": name}])
+    assert len(errors) == 1 and "not unit-safe" in errors[0] and "[a-z0-9-]" in errors[0]
+
+
+def test_duplicate_names_unknown_keys_and_non_mappings_are_all_reported():
+    _, errors = plan_replicas(EIGHT, 1, 30000, [{"name": "a", "gpu": [0]}, "b"])
+    assert errors[0] == "sglang_service_replicas[0]: unknown key(s) gpu; allowed: name, gpus, port"
+    assert errors[1].startswith("sglang_service_replicas[1]='b': not a mapping")
+    _, errors = plan_replicas(EIGHT, 1, 30000, [{"name": "a"}, {"name": "a"}])
+    assert errors == ["sglang_service_replicas: name(s) a used more than once; allowed: each name once"]
+
+
+def test_more_derived_replicas_than_gpus_is_refused():
+    _, errors = plan_replicas(["0", "1", "2"], 2, 30000, [{"name": "a"}, {"name": "b"}])
+    assert errors == [
+        "sglang_service_replicas[1] (b): no GPUs left to derive from: 2 replicas at sglang_service_tp_size=2 need 4"
+        " GPUs, 3 selected; allowed: at most 1 derived replica(s), or list each replica's gpus"
+    ]
+
+
+def test_gpus_outside_the_selection_are_refused_only_when_the_selection_is_known():
+    _, errors = plan_replicas(["0", "1"], 1, 30000, [{"name": "a", "gpus": ["5"]}])
+    assert errors == [
+        "sglang_service_replicas (a): GPU(s) 5 are not among the selected GPUs (0, 1); allowed: GPUs of"
+        " sglang_preflight_gpus"
+    ]
+    replicas, errors = plan_replicas([], 1, 30000, [{"name": "a", "gpus": ["5"]}, {"name": "b"}])
+    assert errors == [] and replicas[1]["gpus"] is None
+
+
+def test_bad_tp_size_is_one_error():
+    assert plan_replicas(EIGHT, 0, 30000, [{"name": "a"}]) == (
+        [],
+        ["sglang_service_tp_size=0: allowed: an integer of at least 1"],
+    )
+
+
+def test_gateway_workers_list_every_replica_of_every_host_with_bracketed_ipv6():
+    one, _ = plan_replicas([], 1, 30000, [])
+    two, _ = plan_replicas(["0", "1"], 1, 31000, [{"name": "a"}, {"name": "b"}])
+    workers = gateway_workers(
+        {"lab2": {"address": "fd00::2", "replicas": two}, "lab1": {"address": "10.0.0.1", "replicas": one}}
+    )
+    assert [w["url"] for w in workers] == ["http://10.0.0.1:30000", "http://[fd00::2]:31000", "http://[fd00::2]:31001"]
+    assert [(w["host"], w["unit"]) for w in workers] == [("lab1", "sglang"), ("lab2", "sglang-a"), ("lab2", "sglang-b")]
+
+
+# --- the cross-role rule of validation_rules.check_inputs -------------------------------------------------
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+SPECS = {
+    role: yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
+        "options"
+    ]
+    for role in validation_rules.ROLES
+}
+
+
+def _replica_errors(values: dict) -> list[str]:
+    errors = validation_rules.check_inputs(values, SPECS, roles=("sglang_service", "sglang_preflight"))
+    return [e for e in errors if "replica" in e]
+
+
+def test_validation_refuses_overlapping_replica_gpus_and_ports_before_any_host():
+    values = {
+        "sglang_preflight_gpus": ["0", "1", "2", "3"],
+        "sglang_service_replicas": [
+            {"name": "a", "gpus": ["0", "1"], "port": 30001},
+            {"name": "b", "gpus": ["1"], "port": 30001},
+        ],
+    }
+    assert _replica_errors(values) == [
+        "sglang_service_replicas: port 30001 is used by a, b; allowed: one port per replica",
+        "sglang_service_replicas: GPU 1 is in both a and b; allowed: each GPU in one replica",
+    ]
+
+
+def test_validation_passes_the_default_and_says_a_valid_replica_list_is_not_served_yet():
+    assert _replica_errors({}) == []
+    values = {"sglang_preflight_gpus": ["0", "1"], "sglang_service_replicas": [{"name": "a"}, {"name": "b"}]}
+    assert _replica_errors(values) == [
+        "sglang_service_replicas lists 2 replica(s): planned and valid, but this release serves one unit per host;"
+        " allowed: [] (one replica on the selected GPUs, sglang_service_unit_name and sglang_service_port)"
+    ]
