@@ -197,6 +197,15 @@ def test_shapes_are_static_for_a_batch_size_and_budget():
     assert dict(next(iter(shapes)))["chain"] == (4, 6)
 
 
+def test_every_output_is_contiguous_row_major_memory():
+    # sglang's kernels (verify_tree_greedy, the tree sampling, the recurrent tree kernels) read the
+    # token and link arrays as raw row-major memory: a strided view would be misread.
+    roots, lp, toks, budget, prefix = CORPUS[7]
+    out = dt.build_tree_arrays(roots, lp, toks, budget, prefix_lens=prefix)
+    for key, val in out.items():
+        assert val.flags["C_CONTIGUOUS"], key
+
+
 def test_the_chain_layout_is_the_seeded_top_one_chain():
     roots, lp, toks, budget, prefix = CORPUS[1]
     out = dt.build_tree_arrays(roots, lp, toks, budget, prefix_lens=prefix)

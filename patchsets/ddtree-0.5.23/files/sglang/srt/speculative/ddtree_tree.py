@@ -87,6 +87,9 @@ class _NumpyOps:
     def cumsum(self, a):
         return self.np.cumsum(a, axis=-1)
 
+    def contiguous(self, a):
+        return self.np.ascontiguousarray(a)
+
 
 class _TorchOps:
     """The array namespace on torch (the GPU)."""
@@ -136,6 +139,9 @@ class _TorchOps:
 
     def cumsum(self, a):
         return self.torch.cumsum(a, dim=-1)
+
+    def contiguous(self, a):
+        return a.contiguous()
 
 
 def array_ops(array) -> Any:
@@ -260,12 +266,14 @@ def build_tree_arrays(root_tokens, logprobs, tokens, budget: int, prefix_lens=No
         pushed = pushed + ops.cast(child, ops.i64)
         f_len = f_len + ops.cast(child, ops.i64)
 
+    # Contiguous copies: sglang's kernels read these as raw row-major memory (a [:, :N] view of the
+    # N + 1 wide work arrays is not).
     out = {
-        "tokens": node_tok[:, :n],
-        "parents": node_par[:, :n],
-        "depths": node_dep[:, :n],
-        "ranks": node_rank[:, :n],
-        "scores": node_score[:, :n],
+        "tokens": ops.contiguous(node_tok[:, :n]),
+        "parents": ops.contiguous(node_par[:, :n]),
+        "depths": ops.contiguous(node_dep[:, :n]),
+        "ranks": ops.contiguous(node_rank[:, :n]),
+        "scores": ops.contiguous(node_score[:, :n]),
         "num_nodes": count,
     }
     out.update(tree_links(ops, out["parents"], depth))
