@@ -4,6 +4,7 @@
 """The ddtree patch set's verify step (ddtree_worker.py) against a toy target, on any torch (CPU is fine).
 
     python tests/device/ddtree_worker_sim.py [--steps 40] [--set patchsets/ddtree-0.5.17|patchsets/ddtree-0.5.23]
+                                             [--sampled]   (0.5.17: the tree sampling path, at top_k 1)
 
 Needs torch (not in the CI venv: e.g. `pip install torch==2.13.0` into a scratch venv). Loads the
 set's own ddtree_worker.py and ddtree_utils.py with the few sglang modules they import replaced by
@@ -229,6 +230,61 @@ def verify_tree_greedy_func(
     return predicts, accept_index, accept_token_num
 
 
+def build_dflash_verify_target_probs(*, next_token_logits, sampling_info, draft_token_num, bs, **_kw):
+    """DFLASH's target probabilities for requests at top_k 1 (how sglang samples a greedy request in a
+    sampling batch): one-hot on each row's argmax, [bs, N, V]."""
+    probs = torch.zeros_like(next_token_logits, dtype=torch.float32)
+    probs.scatter_(1, next_token_logits.argmax(dim=-1, keepdim=True), 1.0)
+    return probs.view(bs, draft_token_num, -1)
+
+
+def tree_speculative_sampling_target_only(
+    *,
+    predicts,
+    accept_index,
+    accept_token_num,
+    candidates,
+    retrive_index,
+    retrive_next_token,
+    retrive_next_sibling,
+    uniform_samples,
+    uniform_samples_for_final_sampling,
+    target_probs,
+    draft_probs,
+    threshold_single,
+    threshold_acc,
+    deterministic,
+):
+    """sgl_kernel's target-only tree sampling, transcribed (the keywords DFLASH's own call passes in 0.5.17):
+    one coin per node against the cumulative target mass of the siblings tried; a rejected token's
+    target mass goes to draft_probs; the bonus token from relu(target - draft) with the final coin."""
+    assert deterministic is True and threshold_single == 1.0 and threshold_acc == 1.0
+    for b in range(candidates.shape[0]):
+        cur, k = 0, 0
+        accept_index[b, 0] = int(retrive_index[b, 0])
+        while True:
+            coin = float(uniform_samples[b, cur])
+            child, acc, moved = int(retrive_next_token[b, cur]), 0.0, False
+            while child >= 0:
+                token = int(candidates[b, child])
+                acc += float(target_probs[b, cur, token])
+                if coin <= acc:
+                    predicts[int(retrive_index[b, cur])] = token
+                    k += 1
+                    accept_index[b, k] = int(retrive_index[b, child])
+                    cur, moved = child, True
+                    break
+                draft_probs[b, cur, token] = target_probs[b, cur, token]
+                child = int(retrive_next_sibling[b, child])
+            if not moved:
+                break
+        residual = (target_probs[b, cur] - draft_probs[b, cur]).clamp(min=0)
+        cdf = torch.cumsum(residual / residual.sum(), dim=0)
+        u = float(uniform_samples_for_final_sampling[b])
+        predicts[int(retrive_index[b, cur])] = int(torch.searchsorted(cdf, torch.tensor(u)).clamp(max=cdf.numel() - 1))
+        accept_token_num[b] = k
+
+
 class ToyKV:
     """Target KV pool: per slot the token and position written there (what K/V encode)."""
 
@@ -423,7 +479,13 @@ def load_set(set_dir, *, chain_commit=False):
     _module("sglang.kernels.ops.speculative.cache_locs", assign_extend_cache_locs_func=assign_extend_cache_locs_func)
     _module("sglang.srt.model_executor.forward_batch_info", CaptureHiddenMode=SimpleNamespace(FULL="FULL"))
     _module("sglang.srt.speculative.dflash_info", DFlashVerifyInput=DFlashVerifyInput)
-    _module("sglang.srt.speculative.dflash_utils", apply_dflash_verify_logits_adjustments=lambda **_kw: None)
+    _module(
+        "sglang.srt.speculative.dflash_utils",
+        apply_dflash_verify_logits_adjustments=lambda **_kw: None,
+        build_dflash_verify_target_probs=build_dflash_verify_target_probs,
+        tree_speculative_sampling_target_only=tree_speculative_sampling_target_only,
+        is_dflash_sampling_verify_available=lambda: True,
+    )
     _module("sglang.srt.managers.utils", GenerationBatchResult=SimpleNamespace)
     # 0.5.17 imports the greedy tree kernel from eagle_utils, 0.5.23 from kernels.ops.speculative.spec_tree.
     _module("sglang.srt.speculative.eagle_utils", verify_tree_greedy_func=verify_tree_greedy_func)
@@ -436,7 +498,12 @@ def load_set(set_dir, *, chain_commit=False):
     )
     exec_ctx = SimpleNamespace(mamba=SimpleNamespace(mamba_track_interval=TRACK_INTERVAL))
     # 0.5.23: the track grid of the tree cache's page size (page size 1 here: the interval itself).
-    _module("sglang.srt.runtime_context", get_exec=lambda: exec_ctx, mamba_track_grid=lambda _page: TRACK_INTERVAL)
+    _module(
+        "sglang.srt.runtime_context",
+        get_exec=lambda: exec_ctx,
+        mamba_track_grid=lambda _page: TRACK_INTERVAL,
+        get_spec=lambda: SimpleNamespace(speculative_accept_threshold_single=1.0, speculative_accept_threshold_acc=1.0),
+    )
     if chain_commit:  # the mistake to catch: DFLASH's chain step (accepted drafts) as the commit
         du.commit_nodes = lambda accept_index, accept_drafts, budget: [int(a) for a in accept_drafts]
     return du, _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
@@ -453,8 +520,11 @@ def greedy(context, count, nxt=target_next):
 class Simulation:
     """Three requests of different prompt lengths, decoded by ddtree_verify_step step after step."""
 
-    def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False, deferred=False):
+    def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False, deferred=False, sampled=False):
         self.du, self.dw, self.block = du, dw, config.block_size
+        # sampled: every batch has sampling (is_all_greedy False) at top_k 1, so the tree sampling path
+        # runs and must still emit the target's greedy tokens.
+        self.sampling_info = SimpleNamespace(is_all_greedy=False) if sampled else None
         self.hybrid = hybrid
         self.nxt = hybrid_next if hybrid else target_next
         self.topk = config.topk
@@ -488,7 +558,7 @@ class Simulation:
         block_ids[:, 0] = torch.tensor(self.bonus)
         batch = SimpleNamespace(
             req_pool_indices=torch.arange(self.bs), seq_lens=prefix.clone(), seq_lens_cpu=prefix.clone(),
-            seq_lens_sum=int(prefix.sum()), sampling_info=None, out_cache_loc=None,
+            seq_lens_sum=int(prefix.sum()), sampling_info=self.sampling_info, out_cache_loc=None,
             mamba_track_indices=torch.arange(1000, 1000 + self.bs) if self.hybrid else None,
             tree_cache=SimpleNamespace(page_size=1),
         )  # fmt: skip
@@ -567,8 +637,14 @@ def main(argv=None):
     p.add_argument("--dense-only", action="store_true", help="no hybrid runs (a set without hybrid support)")
     p.add_argument("--flatten", action="store_true", help="hybrid toy ignores the tree links (must FAIL)")
     p.add_argument("--chain-commit", action="store_true", help="commit the chain's step (must FAIL)")
+    p.add_argument(
+        "--sampled", action="store_true",
+        help="0.5.17: every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     du, dw = load_set(args.set, chain_commit=args.chain_commit)
+    if args.sampled and SGLANG_VERSION[0] != "0.5.17":
+        p.error("--sampled: only ddtree-0.5.17 verifies sampling batches on the tree")
     cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
     if not args.dense_only:
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
@@ -580,7 +656,7 @@ def main(argv=None):
         deferred = SGLANG_VERSION[0] == "0.5.23" and index % 2 == 0
         sim = Simulation(
             du, dw, du.resolve_ddtree_config(block, env), args.seed + budget, hybrid=hybrid, flatten=args.flatten,
-            deferred=deferred,
+            deferred=deferred, sampled=args.sampled,
         )  # fmt: skip
         for _step in range(args.steps):
             sim.step()
@@ -590,10 +666,10 @@ def main(argv=None):
         stats = sim.stats
         nodes = sorted(stats.pop("tree_nodes"))
         print(
-            "sglang %s %s B=%d N=%d topk=%d%s: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
+            "sglang %s %s%s B=%d N=%d topk=%d%s: %d steps x 3 requests lossless, tree nodes %s, drafts accepted %d "
             "(chain alone %d), steps with off-chain acceptance %d"
-            % (SGLANG_VERSION[0], "hybrid" if hybrid else "dense", block, budget, topk,
-               " (deferred logits)" if deferred else "", stats["steps"], nodes, stats["accepted_drafts"],
+            % (SGLANG_VERSION[0], "hybrid" if hybrid else "dense", " sampled" if args.sampled else "", block, budget,
+               topk, " (deferred logits)" if deferred else "", stats["steps"], nodes, stats["accepted_drafts"],
                stats["chain_drafts"], stats["off_chain_steps"])
         )  # fmt: skip
         assert nodes == [budget], "tree size %s, budget %d" % (nodes, budget)
