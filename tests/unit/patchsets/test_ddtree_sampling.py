@@ -139,10 +139,33 @@ def _chi_square_p(counts):
     return _gamma_q((cells - 1) / 2.0, stat / 2.0), stat
 
 
+def _kernel_form(du, tokens, parents, probs, uniform):
+    # The form sgl_kernel's tree_speculative_sampling_target_only computes (as transcribed in
+    # tests/device/ddtree_worker_sim.py): one coin per node against the cumulative target mass of the
+    # siblings tried so far; the rejected tokens' mass removed from the bonus token's distribution.
+    first_child, next_sibling = du.retrieve_links(parents)
+    path, cur = [0], 0
+    while True:
+        coin, acc, rejected = uniform(), 0.0, set()
+        child, moved = first_child[cur], False
+        while child >= 0:
+            acc += probs[cur][tokens[child]]
+            if coin <= acc:
+                path.append(child)
+                cur, moved = child, True
+                break
+            rejected.add(tokens[child])
+            child = next_sibling[child]
+        if not moved:
+            residual = [0.0 if t in rejected else p for t, p in enumerate(probs[cur])]
+            return path, du._draw(residual, uniform())
+
+
 @pytest.mark.parametrize("name", SETS)
-def test_tree_sampling_emits_the_targets_distribution(name):
+@pytest.mark.parametrize("verify", [_reference_verify, _kernel_form])
+def test_tree_sampling_emits_the_targets_distribution(name, verify):
     du = UTILS[name]
-    counts = _first_two(du, _reference_verify, seed=1234)
+    counts = _first_two(du, verify, seed=1234)
     p, stat = _chi_square_p(counts)
     assert sum(counts.values()) == SAMPLES
     assert p > ALPHA, f"tree sampling's first two tokens differ from the target's: chi2={stat:.1f}, p={p:.2e}"
