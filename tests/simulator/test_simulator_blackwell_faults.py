@@ -68,3 +68,13 @@ def test_an_illegal_address_outside_a_replay_stays_a_cuda_error(start_sim):
     assert sim.wait_exit(10) == SIGKILL
     traceback, region = journal.fatal_evidence(journal.clean(sim.logs))
     assert fc.classify_failure(traceback, region).failure_class == "cuda_error"
+
+
+def test_the_replay_fault_can_be_injected_into_a_serving_engine(start_sim):
+    sim = start_sim(env=FAST)
+    sim.wait_ready(10)
+    assert sim.generate(timeout=2)[0] == 200
+    sim.proc.send_signal(signal.SIGWINCH)
+    assert sim.wait_exit(10) == SIGKILL
+    traceback, region = journal.fatal_evidence(journal.clean(sim.logs))
+    assert fc.classify_failure(traceback, region).failure_class == "illegal_address_graph_replay"

@@ -668,6 +668,9 @@ def serve(engine: Engine, start: float) -> int:
     # generation watchdog's tests. Local only: a signal needs root or the service user on the host.
     signal.signal(signal.SIGUSR1, lambda signum, frame: _inject(engine, "wedged"))
     signal.signal(signal.SIGUSR2, lambda signum, frame: _inject(engine, "low_acceptance"))
+    # The CUDA-graph replay fault at once (hours after the start in the field, sglang #24361): the
+    # scheduler logs the traceback and the tree dies by SIGKILL, as illegal_address_replay does.
+    signal.signal(signal.SIGWINCH, lambda signum, frame: _replay_fault_now(engine))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
 
     if not args.skip_server_warmup:
@@ -729,6 +732,12 @@ def _scheduler_death(engine: Engine) -> None:
     log("SIGQUIT received. signum=<Signals.SIGQUIT: 3>, frame=None. It usually means one child failed.")
     time.sleep(engine.settings.death_grace_s)
     die_with_sigkill()
+
+
+def _replay_fault_now(engine: Engine) -> None:
+    raw("sglang-engine-simulator: TEST HOOK: fault illegal_address_replay injected by signal (the engine was serving)")
+    engine.status = "scheduler_dead"
+    scheduler_exception(tracebacks.illegal_address_replay())
 
 
 def _replay_fault(engine: Engine) -> None:
