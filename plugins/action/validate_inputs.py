@@ -54,7 +54,10 @@ def known_role_variables(roles_dir: str = ROLES_DIR) -> set:
         tasks_dir = os.path.join(roles_dir, role, "tasks")
         for name in sorted(os.listdir(tasks_dir)) if os.path.isdir(tasks_dir) else []:
             with open(os.path.join(tasks_dir, name), encoding="utf-8") as handle:
-                known.update(_set_names(yaml.safe_load(handle)))
+                try:
+                    known.update(_set_names(yaml.safe_load(handle)))
+                except yaml.YAMLError:
+                    continue  # a task file Ansible cannot read fails where it runs, not in every validation
     return known
 
 
@@ -166,7 +169,7 @@ class ActionModule(ActionBase):
                 roles=roles,
                 play=play,
                 names=[n for n in task_vars if n not in ("vars", "hostvars", "groups", "group_names")],
-                known_names=known_role_variables(),
+                known_names=known_role_variables() if play else (),
                 known_runtimes=_load(KNOWN_RUNTIMES),
                 managed_flags=managed_flags(),
                 read_patch_set=reader.read,
