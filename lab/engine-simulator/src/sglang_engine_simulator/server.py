@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import http.server
 import json
@@ -527,6 +528,82 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return  # the scheduler died (or the client left): the stream just ends, no [DONE]
         access(f"{self.client_address[0]}:{self.client_address[1]}", "POST", "/generate", 200, "OK")
 
+    def _sse(self, started: list, payload) -> None:
+        """One server-sent event; the first one sends the 200 and the event-stream header."""
+        if not started:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            started.append(True)
+        self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+        self.wfile.flush()
+
+    def _chat_stream(self, body, prompt, max_tokens) -> None:
+        """sglang's streamed chat completion: the role chunk, content deltas, the finish, usage on request, [DONE]."""
+        engine, sent, started = self.engine, [""], []
+        head = {"id": uuid.uuid4().hex, "object": "chat.completion.chunk", "created": int(time.time())}
+        head["model"] = body.get("model") or engine.served_model_name
+
+        def chunk(delta, finish=None, usage=None) -> None:
+            self._sse(started, _chat_chunk(head, delta, finish, usage))
+
+        def on_text(text) -> None:
+            if not started:
+                chunk({"role": "assistant", "content": ""})
+            if text != sent[0] and text.startswith(sent[0]):
+                chunk({"content": text[len(sent[0]) :]})
+                sent[0] = text
+
+        def on_tokens(done, output_ids, picks) -> None:
+            on_text("" if engine.fault == "empty_text" else " ".join(_WORDS[p] for p in picks))
+
+        self.close_connection = True
+        try:
+            out = engine.generate(prompt, None, {"max_new_tokens": max_tokens}, on_tokens=on_tokens)
+            on_text(out["text"])
+            meta = out["meta_info"]
+            chunk({}, finish=meta["finish_reason"]["type"])
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunk(None, usage=_usage(meta))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except ValueError as exc:
+            if not started:
+                self._send(400, _openai_error(str(exc)))
+            return
+        except (SchedulerGone, OSError):
+            return  # the scheduler died (or the client left): the stream just ends, no [DONE]
+        access(f"{self.client_address[0]}:{self.client_address[1]}", "POST", "/v1/chat/completions", 200, "OK")
+
+    def loads(self):
+        """sglang's GET /v1/loads (what smg's load monitor polls): per DP rank, the scheduler's load."""
+        engine = self.engine
+        if engine.status == "starting":
+            self._send(503)
+            return
+        load = {
+            "timestamp": time.time(),
+            "dp_rank": 0,
+            "num_running_reqs": engine.in_flight,
+            "num_waiting_reqs": 0,
+            "num_used_tokens": 0,
+            "max_running_requests": engine.max_running_requests,
+            "token_usage": 0.0,
+            "gen_throughput": 0.0,
+            "utilization": engine.in_flight / engine.max_running_requests,
+        }
+        self._send(
+            200,
+            {
+                "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                "version": SIMULATED_SGLANG_VERSION,
+                "accelerator": None,
+                "num_accelerators": engine.args.tp_size,
+                "loads": [load],
+            },
+        )
+
     def chat_completions(self):
         if (self.headers.get("content-type") or "").split(";")[0].strip().lower() != "application/json":
             self._send(
@@ -544,14 +621,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = self._body()
             if not isinstance(body, dict):
                 raise ValueError("the request body must be a JSON object")
-            if body.get("stream"):
-                raise ValueError("sglang-engine-simulator does not simulate streaming; send stream=false")
             prompt = _chat_prompt(body.get("messages"))
             max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 128
         except ValueError as exc:
             self._send(400, _openai_error(str(exc)))
             return
         self.engine.before_generation()
+        if body.get("stream"):
+            with _InFlight(self.engine):
+                self._chat_stream(body, prompt, max_tokens)
+            return
         try:
             with _InFlight(self.engine):
                 out = self.engine.generate(prompt, None, {"max_new_tokens": max_tokens})
@@ -597,6 +676,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         )
 
 
+def _usage(meta: dict) -> dict:
+    return {
+        "prompt_tokens": meta["prompt_tokens"],
+        "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+        "completion_tokens": meta["completion_tokens"],
+    }
+
+
+def _chat_chunk(head: dict, delta, finish, usage) -> dict:
+    """One chunk of a streamed chat completion; the usage chunk (``delta`` None) has no choices, as sglang's."""
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+    return dict(head, usage=usage, choices=[] if delta is None else [choice])
+
+
 GET_ROUTES = {
     "/health": Handler.health,
     "/health_generate": Handler.health,
@@ -607,6 +700,7 @@ GET_ROUTES = {
     "/get_server_info": Handler.get_server_info,
     "/server_info": Handler.server_info,
     "/metrics": Handler.metrics,
+    "/v1/loads": Handler.loads,
 }
 POST_ROUTES = {"/generate": Handler.generate, "/v1/chat/completions": Handler.chat_completions}
 
