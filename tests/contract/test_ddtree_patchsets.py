@@ -605,6 +605,15 @@ def test_0_5_23_verify_step_calls_sglang_0_5_23_with_keywords_it_takes(site_0_5_
         "forward_batch_generation": (srt / "managers/tp_worker.py", "TpModelWorker.forward_batch_generation"),
         "mamba_track_grid": (srt / "runtime_context.py", "mamba_track_grid"),
         "draft_tp_context": (srt / "speculative/spec_utils.py", "draft_tp_context"),
+        # a batch with sampling: sgl_kernel's tree sampling (dflash_utils re-exports it) and its probabilities
+        "tree_speculative_sampling_target_only": (
+            tree_root / "kernels/ops/speculative/sampling.py",
+            "tree_speculative_sampling_target_only",
+        ),
+        "build_speculative_verify_target_probs": (
+            srt / "speculative/dflash_utils.py",
+            "build_speculative_verify_target_probs",
+        ),
     }
     checked = 0
     for callee, (path, qualified) in calls.items():
@@ -675,17 +684,20 @@ def _worker_functions(site, names, **namespace):
 
 
 @pytest.mark.parametrize(
-    ("batch", "simulate", "tree"),
+    ("batch", "simulate", "sampling_kernel", "tree"),
     [
-        ({}, 0.0, True),
-        ({"sampling_info": types.SimpleNamespace(is_all_greedy=False)}, 0.0, False),
-        ({"has_grammar": True}, 0.0, False),
-        ({"return_logprob": True}, 0.0, False),
-        ({}, 2.5, False),
+        ({}, 0.0, True, True),
+        # sampling: the tree with sgl_kernel's tree sampling, the chain without it
+        ({"sampling_info": types.SimpleNamespace(is_all_greedy=False)}, 0.0, True, True),
+        ({"sampling_info": types.SimpleNamespace(is_all_greedy=False)}, 0.0, False, False),
+        ({"has_grammar": True}, 0.0, True, False),
+        ({"return_logprob": True}, 0.0, True, False),
+        ({}, 2.5, True, False),
     ],
 )
-def test_0_5_23_only_greedy_batches_are_verified_as_a_tree(site_0_5_23, batch, simulate, tree):
-    ns = _worker_functions(site_0_5_23, ["ddtree_can_verify"])
+def test_0_5_23_greedy_and_sampling_batches_are_verified_as_a_tree(site_0_5_23, batch, simulate, sampling_kernel, tree):
+    available = types.SimpleNamespace(is_dflash_sampling_verify_available=lambda: sampling_kernel)
+    ns = _worker_functions(site_0_5_23, ["ddtree_can_verify"], dflash_utils=available)
     fields = dict(has_grammar=False, return_logprob=False, sampling_info=types.SimpleNamespace(is_all_greedy=True))
     fields.update(batch)
     assert ns["ddtree_can_verify"](types.SimpleNamespace(**fields), simulate) is tree

@@ -4,7 +4,7 @@
 """The ddtree patch set's verify step (ddtree_worker.py) against a toy target, on any torch (CPU is fine).
 
     python tests/device/ddtree_worker_sim.py [--steps 40] [--set patchsets/ddtree-0.5.17|patchsets/ddtree-0.5.23]
-                                             [--sampled]   (0.5.17: the tree sampling path, at top_k 1)
+                                             [--sampled]   (the tree sampling path, at top_k 1)
 
 Needs torch (not in the CI venv: e.g. `pip install torch==2.13.0` into a scratch venv). Loads the
 set's own ddtree_worker.py and ddtree_utils.py with the few sglang modules they import replaced by
@@ -482,7 +482,8 @@ def load_set(set_dir, *, chain_commit=False):
     _module(
         "sglang.srt.speculative.dflash_utils",
         apply_dflash_verify_logits_adjustments=lambda **_kw: None,
-        build_dflash_verify_target_probs=build_dflash_verify_target_probs,
+        build_dflash_verify_target_probs=build_dflash_verify_target_probs,  # 0.5.17's name
+        build_speculative_verify_target_probs=build_dflash_verify_target_probs,  # 0.5.23's
         tree_speculative_sampling_target_only=tree_speculative_sampling_target_only,
         is_dflash_sampling_verify_available=lambda: True,
     )
@@ -639,12 +640,10 @@ def main(argv=None):
     p.add_argument("--chain-commit", action="store_true", help="commit the chain's step (must FAIL)")
     p.add_argument(
         "--sampled", action="store_true",
-        help="0.5.17: every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
+        help="every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
     )  # fmt: skip
     args = p.parse_args(argv)
     du, dw = load_set(args.set, chain_commit=args.chain_commit)
-    if args.sampled and SGLANG_VERSION[0] != "0.5.17":
-        p.error("--sampled: only ddtree-0.5.17 verifies sampling batches on the tree")
     cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
     if not args.dense_only:
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
@@ -653,7 +652,8 @@ def main(argv=None):
     for index, (hybrid, block, budget, topk) in enumerate(cases):
         env = {"SGLANG_DDTREE_BUDGET": str(budget), "SGLANG_DDTREE_TOPK": str(topk)}
         # 0.5.23: every other case gets its verify logits deferred (the worker takes the deferred argmax).
-        deferred = SGLANG_VERSION[0] == "0.5.23" and index % 2 == 0
+        # (not with --sampled: a batch with sampling finishes the gather, as DFLASH's sampling verify does)
+        deferred = SGLANG_VERSION[0] == "0.5.23" and index % 2 == 0 and not args.sampled
         sim = Simulation(
             du, dw, du.resolve_ddtree_config(block, env), args.seed + budget, hybrid=hybrid, flatten=args.flatten,
             deferred=deferred, sampled=args.sampled,

@@ -13,7 +13,9 @@ draft's hidden states to ``ddtree_verify_step`` instead of verifying the linear 
    layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
    ancestor-or-self mask), positions = prefix + depth, written through a KV location plan of its
    own over the N slots prefix..prefix+N-1 (the block's plan covers only the first B of them);
-4. sglang's greedy tree verification (verify_tree_greedy_func, EAGLE's / NGRAM's kernel);
+4. sglang's greedy tree verification (verify_tree_greedy_func, EAGLE's / NGRAM's kernel) or, for a
+   batch with sampling (temperature > 0), sgl_kernel's tree speculative sampling
+   (tree_speculative_sampling_target_only, EAGLE's non-greedy tree verify);
 5. commit: the target KV of the accepted nodes is moved to the contiguous slots prefix..prefix+a
    (in the target pool's ids, from the tree plan), the draft KV is written from the accepted nodes'
    target hidden states into the block's slots (the block plan's draft write ids, as DFLASH does),
@@ -46,6 +48,7 @@ from sglang.srt.configs.hybrid_arch import hybrid_gdn_config, mambaish_config
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
 from sglang.srt.speculative import ddtree_tree, ddtree_utils
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
+from sglang.srt.speculative import dflash_utils
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 
 if TYPE_CHECKING:
@@ -58,11 +61,59 @@ _LOG_EVERY_STEPS = 256
 
 
 def ddtree_can_verify(batch: "ScheduleBatch", simulate_acc_len: float) -> bool:
-    """Tree verification is greedy: sampling, grammar, logprobs and simulated acceptance keep DFLASH's chain."""
+    """Greedy batches, and sampling batches where sgl_kernel's tree sampling exists, verify the tree;
+    grammar, logprobs and simulated acceptance keep DFLASH's chain."""
     if batch.has_grammar or simulate_acc_len > 0 or batch.return_logprob:
         return False
     sampling_info = batch.sampling_info
-    return sampling_info is None or bool(sampling_info.is_all_greedy)
+    if sampling_info is None or bool(sampling_info.is_all_greedy):
+        return True
+    return dflash_utils.is_dflash_sampling_verify_available()
+
+
+def sample_tree(*, tree, logits, sampling_info, draft_input, bs: int, n: int, block: int, device):
+    """Tree speculative sampling (temperature > 0) with sgl_kernel's tree_speculative_sampling_target_only,
+    the kernel EAGLE's non-greedy tree verify and DFLASH's sampling chain use.
+
+    Per node the target's distribution after temperature / top-k / top-p (DFLASH's
+    build_speculative_verify_target_probs over the N rows of each request); the tree tokens are proposals
+    taken deterministically (top-k), so the draft probabilities are zero (target-only: a child is
+    accepted with the target's probability of its token under the residual, a rejected token's mass is
+    removed, the bonus token is drawn from what is left). ddtree_utils.verify_sampling is the same rule
+    in Python, held to the target's distribution by a chi-square test in the collection's CI. Returns
+    (predicts [bs * N], accept_index [bs, B], accepted drafts [bs]) in verify_tree_greedy's layout.
+    """
+    from sglang.srt.runtime_context import get_spec
+
+    target_probs = dflash_utils.build_speculative_verify_target_probs(
+        next_token_logits=logits,
+        sampling_info=sampling_info,
+        draft_token_num=n,
+        bs=bs,
+        max_top_k=getattr(draft_input, "max_top_k", None),
+        uniform_top_k_value=getattr(draft_input, "uniform_top_k_value", None),
+    )
+    predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
+    accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
+    accept_drafts = torch.zeros((bs,), dtype=torch.int32, device=device)
+    spec = get_spec()
+    dflash_utils.tree_speculative_sampling_target_only(
+        predicts=predicts,
+        accept_index=accept_index,
+        accept_token_num=accept_drafts,
+        candidates=tree["tokens"].to(torch.int64),
+        retrive_index=tree["retrieve_index"],
+        retrive_next_token=tree["retrieve_next_token"],
+        retrive_next_sibling=tree["retrieve_next_sibling"],
+        uniform_samples=torch.rand((bs, n), dtype=torch.float32, device=device),
+        uniform_samples_for_final_sampling=torch.rand((bs,), dtype=torch.float32, device=device),
+        target_probs=target_probs,
+        draft_probs=torch.zeros_like(target_probs),
+        threshold_single=float(spec.speculative_accept_threshold_single),
+        threshold_acc=max(float(spec.speculative_accept_threshold_acc), 1e-9),
+        deterministic=True,
+    )
+    return predicts, accept_index, accept_drafts
 
 
 def draft_topk(draft_hidden: torch.Tensor, lm_head_weight: torch.Tensor, topk: int):
@@ -177,6 +228,22 @@ def host_prefix_bound(batch: "ScheduleBatch", draft_input, bs: int) -> torch.Ten
 _warned_prefix_sync = False
 
 
+def _verify_logits(worker, batch, logits_output, n: int) -> torch.Tensor:
+    """The verify logits of a batch with sampling, gathered and adjusted as DFLASH's sampling verify
+    takes them ([bs * N, V]; a deferred shard is finished first)."""
+    target_lp = worker._target_logits_processor
+    logits = logits_output.next_token_logits
+    if target_lp is not None and target_lp.is_deferred_shard(logits):
+        logits = target_lp.finish_deferred_gather(logits)
+        logits_output.next_token_logits = logits
+    apply_dflash_verify_logits_adjustments(
+        next_token_logits=logits,
+        sampling_info=batch.sampling_info,
+        draft_token_num=n,
+    )
+    return logits
+
+
 def _target_predict(worker, batch, logits_output, n: int) -> torch.Tensor:
     """The target's greedy token after every tree node, [bs * N].
 
@@ -287,23 +354,40 @@ def ddtree_verify_step(
         skip_attn_backend_init=True,
     )
     logits_output = target_out.logits_output
-    # [bs, N] int64: the layout and dtype verify_tree_greedy's kernel checks.
-    target_predict = _target_predict(worker, batch, logits_output, n).view(bs, n).to(torch.int64)
-
-    # --- 3) Greedy tree verification (verify_tree_greedy: longest path the target agrees with).
-    predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
-    accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
-    accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
-    predicts, accept_index, accept_drafts = verify_tree_greedy_func(
-        predicts=predicts,
-        accept_index=accept_index,
-        accept_token_num=accept_drafts,
-        candidates=tree["tokens"],
-        retrieve_index=tree["retrieve_index"],
-        retrieve_next_token=tree["retrieve_next_token"],
-        retrieve_next_sibling=tree["retrieve_next_sibling"],
-        target_predict=target_predict,
-    )
+    # --- 3) Tree verification: greedy (verify_tree_greedy: the longest path the target agrees with) or,
+    # for a batch with sampling, tree speculative sampling (sample_tree); both give predicts /
+    # accept_index / accepted drafts.
+    sampling_info = batch.sampling_info
+    sampled = sampling_info is not None and not bool(sampling_info.is_all_greedy)
+    if sampled:
+        predicts, accept_index, accept_drafts = sample_tree(
+            tree=tree,
+            logits=_verify_logits(worker, batch, logits_output, n),
+            sampling_info=sampling_info,
+            draft_input=draft_input,
+            bs=bs,
+            n=n,
+            block=block,
+            device=device,
+        )
+        # N rows per request: nothing downstream reads them with the chain's stride B.
+        logits_output.next_token_logits = None
+    else:
+        # [bs, N] int64: the layout and dtype verify_tree_greedy's kernel checks.
+        target_predict = _target_predict(worker, batch, logits_output, n).view(bs, n).to(torch.int64)
+        predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
+        accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
+        accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
+        predicts, accept_index, accept_drafts = verify_tree_greedy_func(
+            predicts=predicts,
+            accept_index=accept_index,
+            accept_token_num=accept_drafts,
+            candidates=tree["tokens"],
+            retrieve_index=tree["retrieve_index"],
+            retrieve_next_token=tree["retrieve_next_token"],
+            retrieve_next_sibling=tree["retrieve_next_sibling"],
+            target_predict=target_predict,
+        )
     commit_lens = accept_drafts.to(torch.int32) + 1  # accepted drafts + the bonus token
     cols = torch.arange(block, device=device).view(1, block)
     live = cols < commit_lens.view(bs, 1)
@@ -358,7 +442,7 @@ def ddtree_verify_step(
     if worker._ddtree_steps == 1 or worker._ddtree_steps % _LOG_EVERY_STEPS == 0:
         logger.info(
             "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
-            "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s",
+            "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s verify=%s",
             worker._ddtree_steps,
             bs,
             n,
@@ -368,6 +452,7 @@ def ddtree_verify_step(
             float(accept_drafts.float().mean().item()),
             # hybrid: per node from its parent, the accepted node's committed; dense: none
             "tree" if worker._need_mamba_verify_commit else "none",
+            "sampling" if sampled else "greedy",
         )
 
     next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
