@@ -156,6 +156,13 @@ def _yaml_scalars(node, keys=()):
 CONTAINED = ("sglang_runtime_sglang_version", "sglang_runtime_root")  # also found inside a longer value
 
 
+def _contains(text: str, literal: str) -> bool:
+    """``literal`` inside ``text``; a path only as a whole path component (/opt/sglang-gateway is not /opt/sglang)."""
+    if not literal.startswith("/"):
+        return literal in text
+    return re.search(re.escape(literal) + r"(?![\w.-])", text) is not None
+
+
 def _yaml_offences(name, text, variable, literal):
     found = []
     owner = f"roles/{SINGLE_OWNERS[variable]}/defaults/main.yml"
@@ -165,7 +172,7 @@ def _yaml_offences(name, text, variable, literal):
                 continue  # the owner; the values allowed are not the default
             as_text = str(scalar)
             copied = as_text == literal or f"default('{literal}')" in as_text or f'default("{literal}")' in as_text
-            if copied or (variable in CONTAINED and literal in as_text):
+            if copied or (variable in CONTAINED and _contains(as_text, literal)):
                 found.append(f"{name}: {'.'.join(keys)}={as_text[:80]}")
     return found
 
