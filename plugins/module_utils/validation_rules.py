@@ -508,7 +508,9 @@ def proven_summary(known: dict) -> str:
         for algorithm, combination in sorted((runtime.get("algorithms") or {}).items()):
             if combination.get("proven") == "gpu":
                 backends = ", ".join(combination.get("attention_backends") or [])
-                found.append(f"{algorithm} on sglang {number} (attention backend unset or {backends})")
+                # an algorithm served by a patch set needs a backend the set serves; sglang's choice otherwise
+                unset = "" if combination.get("patch_set") else "unset or "
+                found.append(f"{algorithm} on sglang {number} (attention backend {unset}{backends})")
     return "; ".join(found) or "none"
 
 

@@ -659,7 +659,10 @@ def test_a_ddtree_deploy_on_sglang_0_5_23_is_refused_without_the_opt_in_saying_w
         " DDTREE on sglang 0.5.23 (patch set ddtree-0.5.23): proven in the lab / on a CPU only (no GPU record)"
         " [tests/device/records/2026-12-02-cpu-ddtree-0.5.23"
     )
-    assert "Allowed without sglang_runtime_allow_unproven=true: DDTREE on sglang 0.5.17" in message
+    assert (
+        "Allowed without sglang_runtime_allow_unproven=true: DDTREE on sglang 0.5.17 (attention backend triton);"
+        " DFLASH on sglang 0.5.17 (attention backend unset or triton);"
+    ) in message
     assert "set sglang_runtime_allow_unproven=true to deploy it anyway" in message
     opted_in = controller_values({**request, "sglang_runtime_allow_unproven": "true"}, inventory=("all",))
     assert errors_of(opted_in) == []
