@@ -54,6 +54,7 @@ ALLOWED = (
     "playbooks/diagnose.yml",
     "playbooks/rollback.yml",
     "playbooks/stop.yml",
+    "playbooks/gateway.yml",
 )
 REQUIRED = (
     "MANIFEST.json",

@@ -40,7 +40,7 @@ def test_a_host_with_replicas_gives_one_worker_per_replica():
 
 def test_a_host_that_was_not_read_and_a_bad_replica_list_are_refused_together():
     hostvars = {
-        "lab1": _fact("10.0.0.1", replicas=[{"name": "a", "port": 30000}, {"name": "b", "port": 30000}]),
+        "lab1": _fact("192.0.2.1", replicas=[{"name": "a", "port": 30000}, {"name": "b", "port": 30000}]),
         "lab2": {},
     }
     with pytest.raises(AnsibleFilterError) as error:

@@ -130,9 +130,9 @@ def test_gateway_workers_list_every_replica_of_every_host_with_bracketed_ipv6():
     one, _ = plan_replicas([], 1, 30000, [])
     two, _ = plan_replicas(["0", "1"], 1, 31000, [{"name": "a"}, {"name": "b"}])
     workers = gateway_workers(
-        {"lab2": {"address": "fd00::2", "replicas": two}, "lab1": {"address": "10.0.0.1", "replicas": one}}
+        {"lab2": {"address": "fd00::2", "replicas": two}, "lab1": {"address": "192.0.2.1", "replicas": one}}
     )
-    assert [w["url"] for w in workers] == ["http://10.0.0.1:30000", "http://[fd00::2]:31000", "http://[fd00::2]:31001"]
+    assert [w["url"] for w in workers] == ["http://192.0.2.1:30000", "http://[fd00::2]:31000", "http://[fd00::2]:31001"]
     assert [(w["host"], w["unit"]) for w in workers] == [("lab1", "sglang"), ("lab2", "sglang-a"), ("lab2", "sglang-b")]
 
 
