@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+
 DOCUMENTATION = r"""
 ---
 name: speculation_verdict
@@ -20,8 +22,9 @@ description:
   - The logic lives in C(plugins/module_utils/speculation_cost.py); C(roles/sglang_service/tasks/report.yml) uses it.
 options:
   _input:
-    description: The cost table (the parsed JSON file).
-    type: dict
+    description:
+      - The cost table, as the file lookup reads it (JSON text, parsed here in Python) or already parsed.
+    type: raw
     required: true
   gpu_names:
     description: nvidia-smi's names of the GPUs the service runs on.
@@ -51,7 +54,7 @@ EXAMPLES = r"""
     msg: "{{ _verdict.summary }}"
   vars:
     _verdict: >-
-      {{ lookup('ansible.builtin.file', 'speculation-cost.json') | from_json
+      {{ lookup('ansible.builtin.file', 'speculation-cost.json')
          | specdec.sglang.speculation_verdict(gpu_names=['NVIDIA H200'], algorithm='DDTREE', block_size=16,
                                               budget=16, accept_length=4.6) }}
 """
@@ -76,6 +79,8 @@ from ansible_collections.specdec.sglang.plugins.module_utils.speculation_cost im
 
 def speculation_verdict(table, gpu_names, algorithm, block_size, *, budget=0, accept_length=None):
     try:
+        if isinstance(table, (str, bytes)):
+            table = json.loads(table)
         result = _verdict(
             table,
             gpu_names=list(gpu_names or []),
@@ -84,7 +89,7 @@ def speculation_verdict(table, gpu_names, algorithm, block_size, *, budget=0, ac
             budget=budget,
             accept_length=accept_length,
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise AnsibleFilterError("speculation_verdict: %s" % exc) from exc
     result["summary"] = _line(result)
     return result
