@@ -93,8 +93,12 @@ def test_generations_through_the_gateway_reach_this_host_and_a_streamed_chat_com
         status, meta = _generate(gateway, key)
         assert status == 200 and meta["completion_tokens"] == 8 and meta["finish_reason"]["type"] == "length"
     served = lab_host.check_output(f"journalctl -u sglang.service --since @{since} -o cat --no-pager")
-    assert served.count(f"{source}:") and '"POST /generate HTTP/1.1" 200' in served, served[-2000:]
-    body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 5, "stream": True}
+    lines = served.splitlines()
+    assert any(f"{source}:" in line and '"POST /generate HTTP/1.1" 200' in line for line in lines), served[-2000:]
+    status, models = _curl(gateway, key, "/v1/models")
+    assert status == 200, models
+    model = json.loads(models)["data"][0]["id"]  # smg asks for the model of a chat completion
+    body = {"model": model, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 5, "stream": True}
     status, text = _curl(gateway, key, "/v1/chat/completions", body)
     events = [e[len("data: ") :] for e in text.split("\n\n") if e.startswith("data: ")]
     assert status == 200 and events[-1] == "[DONE]", text
