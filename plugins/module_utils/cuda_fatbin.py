@@ -125,7 +125,7 @@ def read_shared_object(stream) -> dict:
 
 def sm_of(capability: str) -> int:
     """``12.0`` -> 120, ``9.0`` -> 90, ``8.6`` -> 86."""
-    major, _, minor = str(capability).partition(".")
+    major, _dot, minor = str(capability).partition(".")
     return int(major) * 10 + int(minor or 0)
 
 

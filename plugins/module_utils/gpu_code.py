@@ -137,7 +137,7 @@ class _Check:
             self.result["not_checked"].append(f"{label}: no GPU code data for it, not checked on {capability}")
             return
         majors = spec.get("capability_majors")
-        if majors is not None and int(str(capability).split(".")[0]) not in majors:
+        if majors is not None and int(str(capability).split(".", maxsplit=1)[0]) not in majors:
             self.result["errors"].append(
                 f"{label} does not run on compute capability {capability}: it runs on major"
                 f" {', '.join(str(m) for m in majors)} only ({_read(self.data, spec.get('read'))})"

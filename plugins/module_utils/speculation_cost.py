@@ -102,7 +102,7 @@ def speculation_verdict(table, *, gpu_names, algorithm, block_size, budget=0, ac
     result["reason"] = _lookup(result, entries, names, algorithm)
     if result["reason"]:
         return result
-    tau, tau_star = result["accept_length"], result["break_even"]
+    tau, tau_star = float(result["accept_length"]), float(result["break_even"])
     result["verdict"] = PAYS if tau > tau_star else DOES_NOT_PAY
     result["reason"] = "accept length %.2f %s break-even %.2f: decode %.2fx the target alone" % (
         tau,

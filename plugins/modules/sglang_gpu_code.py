@@ -143,7 +143,7 @@ def _installed_version(site: str, package: str) -> str | None:
     wanted = re.sub(r"[-_.]+", "_", package).lower()
     for path in glob.glob(os.path.join(site, "*.dist-info")):
         stem = os.path.basename(path)[: -len(".dist-info")]
-        name, _, version = stem.partition("-")
+        name, _dash, version = stem.partition("-")
         if re.sub(r"[-_.]+", "_", name).lower() == wanted:
             return version.split("+", 1)[0]
     return None
