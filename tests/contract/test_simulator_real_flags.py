@@ -10,7 +10,8 @@ from support.sglang_flags import SglangFlagsError, sglang_cli_flags, unknown_fla
 DEPLOY_FLAGS = [
     "--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--context-length",
     "--mem-fraction-static", "--max-running-requests", "--disable-cuda-graph", "--attention-backend",
-    "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-draft-tokens",
+    "--sampling-backend", "--speculative-algorithm", "--speculative-draft-model-path",
+    "--speculative-num-draft-tokens",
     "--speculative-dflash-block-size", "--api-key", "--trust-remote-code",
 ]  # fmt: skip
 
@@ -83,10 +84,12 @@ def test_simulator_accepts_every_flag_the_deploy_renders(sglang_source_tree, mod
     argv = [
         "--model-path", model_dirs["target"], "--served-model-name", "qwen", "--host", "0.0.0.0", "--port", "30001",
         "--tp-size", "2", "--context-length", "32k", "--mem-fraction-static", "0.88", "--max-running-requests", "16",
-        "--disable-cuda-graph", "--attention-backend", "flashinfer", "--speculative-algorithm", "DDTREE",
+        "--disable-cuda-graph", "--attention-backend", "flashinfer", "--sampling-backend", "pytorch",
+        "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", model_dirs["draft"], "--speculative-num-draft-tokens", "16",
         "--speculative-dflash-block-size", "16", "--api-key", "secret", "--trust-remote-code",
     ]  # fmt: skip
     args = build_parser().parse_args(argv)
     assert (args.tp_size, args.context_length, args.mem_fraction_static) == (2, 32000, 0.88)
     assert args.disable_cuda_graph and args.trust_remote_code and args.speculative_algorithm == "DDTREE"
+    assert (args.attention_backend, args.sampling_backend) == ("flashinfer", "pytorch")

@@ -13,6 +13,8 @@ from simulator_harness import FAST, free_port
         (["--tp-size", "two"], "argument --tp-size/--tensor-parallel-size: invalid int value: 'two'"),
         (["--mem-fraction-static", "lots"], "argument --mem-fraction-static: invalid float value: 'lots'"),
         (["--attention-backend", "magic"], "argument --attention-backend: invalid choice: 'magic'"),
+        # sglang 0.5.17 refuses what its SAMPLING_BACKEND_CHOICES lacks (the role renders pytorch by default)
+        (["--sampling-backend", "triton"], "argument --sampling-backend: invalid choice: 'triton'"),
         (["--context-length", "1.5Ki"], "argument --context-length: Decimals are not allowed"),
     ],
 )

@@ -73,6 +73,9 @@ ATTENTION_BACKEND_CHOICES = [
     "ascend", "intel_xpu",
 ]  # fmt: skip
 DRAFT_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha"]
+# sglang 0.5.17 sglang/srt/server_args.py SAMPLING_BACKEND_CHOICES (0.5.23 adds intel_xpu; token_oracle only
+# under SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE): the values both releases accept.
+SAMPLING_BACKEND_CHOICES = ["flashinfer", "pytorch", "ascend"]
 DTYPE_CHOICES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
 CUDA_GRAPH_BACKEND_CHOICES = ["breakable", "full", "disabled"]
 # Builtins of sglang 0.5.23 SpeculativeAlgorithm, plus DDTREE (the patchsets/ddtree-* sets add it).
@@ -160,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--watchdog-timeout", type=float, default=300)
     # kernels / graphs
     a("--attention-backend", type=str, choices=ATTENTION_BACKEND_CHOICES, default=None)
+    a("--sampling-backend", type=str, choices=SAMPLING_BACKEND_CHOICES, default=None)
     a("--disable-cuda-graph", action=_DeprecatedStoreTrue, new_flag="--cuda-graph-backend-{decode,prefill}=disabled")
     a("--cuda-graph-backend-decode", type=str, choices=CUDA_GRAPH_BACKEND_CHOICES, default=None)
     a("--cuda-graph-backend-prefill", type=str, choices=CUDA_GRAPH_BACKEND_CHOICES, default=None)
