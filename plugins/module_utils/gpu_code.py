@@ -10,9 +10,9 @@ selected GPUs (``12.0`` on an RTX PRO 6000 Blackwell):
   capability (or PTX the driver can compile); where the host's venv held the file, what its
   ``.nv_fatbin`` section says (``readings``, from ``cuda_fatbin``) wins over the data;
 - the attention backend the service runs (``sglang_service_attention_backend``, or the one sglang
-  picks per GPU when it is empty) and the sampling backend (``--sampling-backend`` in the extra
-  flags, or sglang's default): a backend whose library has no code for the capability, or that
-  does not run on it, is refused;
+  picks per GPU when it is empty) and the sampling backend (``sglang_service_sampling_backend``, or
+  sglang's default when it is empty): a backend whose library has no code for the capability, or
+  that does not run on it, is refused;
 - a backend whose kernels are compiled at run time by the host's CUDA compiler (flashinfer) needs
   a precompiled package in the manifest (flashinfer-cubin) or a compiler on the host.
 
@@ -163,6 +163,23 @@ class _Check:
             else:
                 self.result["errors"].append(f"{label} needs {spec['package']}, which the manifest does not hold")
 
+    def sampling(self, backend: str, origin: str, capability: str) -> None:
+        """A sampling backend that runs on a package of its own (pytorch: torch, checked with the packages)."""
+        spec = (self.data.get("sampling_backends") or {}).get(backend)
+        label = f"sampling backend {backend} ({origin})"
+        if spec is None:
+            self.result["not_checked"].append(f"{label}: no GPU code data for it, not checked on {capability}")
+            return
+        package = spec.get("package")
+        if not package or package == "flashinfer-python":
+            return  # flashinfer: checked with the attention backend's users of flashinfer-python
+        if package in self.pins:
+            self.result["reasons"].append(
+                f"{capability}: {label} runs on {package} ({_read(self.data, spec.get('read'))})"
+            )
+        else:
+            self.result["errors"].append(f"{label} needs {package}, which the manifest does not hold")
+
     def flashinfer(self, capability: str, used_by: list[str]) -> None:
         if "flashinfer-python" not in self.pins:
             self.result["errors"].append(
@@ -194,8 +211,8 @@ class _Check:
                 " time by nvcc, and the manifest holds neither package and the host has no nvcc (PATH,"
                 f" CUDA_HOME/bin, /usr/local/cuda/bin). Add flashinfer-cubin=={version} to sglang_runtime_manifest,"
                 " install a CUDA toolkit on the host, or choose backends without flashinfer"
-                " (sglang_service_attention_backend: triton and '--sampling-backend pytorch' in"
-                " sglang_service_extra_flags)"
+                " (sglang_service_attention_backend: triton and sglang_service_sampling_backend: pytorch,"
+                " the roles' defaults, which the GPU records ran)"
             )
 
 
@@ -205,12 +222,18 @@ def check_gpu_code(
     capabilities: list,
     *,
     attention_backend: str = "",
+    sampling_backend: str = "",
     extra_flags: list[str] | None = None,
     tree: bool = False,
     readings: dict | None = None,
     host_compiler: str | None = None,
 ) -> dict:
-    """``{ok, reasons, errors, not_checked}`` for the manifest and backends on the GPUs' capabilities."""
+    """``{ok, reasons, errors, not_checked}`` for the manifest and backends on the GPUs' capabilities.
+
+    ``attention_backend`` / ``sampling_backend``: the service's choices (``""``: sglang picks, as the data's
+    ``attention_default`` and ``sampling_default`` say); ``extra_flags`` is read for ``--attention-backend``
+    only where ``attention_backend`` is empty.
+    """
     check = _Check(manifest, data, readings, host_compiler)
     known = sorted({str(c) for c in capabilities if c})
     if any(not c for c in capabilities):
@@ -218,19 +241,21 @@ def check_gpu_code(
             "a selected GPU's compute capability is unknown (nvidia-smi did not report compute_cap):"
             " its compiled code is not checked"
         )
-    sampling = flag_value(extra_flags or [], "--sampling-backend")
+    sampling = str(sampling_backend or "")
     chosen = str(attention_backend or flag_value(extra_flags or [], "--attention-backend") or "")
     for capability in known:
         check.packages(capability)
         attention = chosen or default_attention(check.data, capability, tree)
         origin = "sglang_service_attention_backend" if chosen else "sglang's default on this GPU"
         check.backend(attention, origin, capability)
-        sampling_backend = sampling or str((check.data.get("sampling_default") or {}).get("backend") or "")
+        effective = sampling or str((check.data.get("sampling_default") or {}).get("backend") or "")
+        if sampling:
+            check.sampling(sampling, "sglang_service_sampling_backend", capability)
         used_by = []
         if attention == "flashinfer":
             used_by.append(f"attention backend flashinfer, {origin}")
-        if sampling_backend == "flashinfer" and (sampling or "flashinfer-python" in check.pins):
-            source = "--sampling-backend" if sampling else "sglang's default sampling backend"
+        if effective == "flashinfer" and (sampling or "flashinfer-python" in check.pins):
+            source = "sglang_service_sampling_backend" if sampling else "sglang's default sampling backend"
             used_by.append(f"sampling backend flashinfer, {source}")
         if used_by:
             check.flashinfer(capability, used_by)

@@ -298,7 +298,8 @@ def _check_choices(label: str, value, choices) -> list[str]:
         return []
     if value in choices or str(value) in [str(c) for c in choices]:
         return []
-    return [f"{label}={show(value)}: must be one of {', '.join(str(c) for c in choices)}"]
+    named = ", ".join('""' if c == "" else str(c) for c in choices)  # an empty choice stays visible
+    return [f"{label}={show(value)}: must be one of {named}"]
 
 
 def check_all(values: dict, specs: dict, rules: dict | None = None) -> list[str]:

@@ -14,8 +14,8 @@ description:
   - For each compute capability of the selected GPUs (O(capabilities), from C(specdec.sglang.nvidia_gpu_facts)),
     checks that the manifest's packages with compiled GPU code (sglang-kernel, torch) hold code for it, that the
     attention backend (O(attention_backend), or the one sglang picks per GPU when empty) and the sampling backend
-    have kernels for it, and that a backend compiling at run time (flashinfer) has its precompiled package in the
-    manifest or a CUDA compiler on the host.
+    (O(sampling_backend), or sglang's default when empty) have kernels for it, and that a backend compiling at run
+    time (flashinfer) has its precompiled package in the manifest or a CUDA compiler on the host.
   - Where O(venv) holds a library at the manifest's version (its C(.dist-info) says so), the library's own
     C(.nv_fatbin) ELF section is read on the host (headers only, no CUDA tool, nothing imported); otherwise the
     facts of O(data) (C(roles/sglang_preflight/files/gpu_code.yml)) are used, each naming where it was read.
@@ -41,8 +41,14 @@ options:
     description: C(sglang_service_attention_backend); empty lets sglang pick per GPU.
     type: str
     default: ''
+  sampling_backend:
+    description:
+      - C(sglang_service_sampling_backend) (V(pytorch), V(flashinfer)); empty is sglang's own choice (flashinfer
+        when flashinfer-python is in the manifest).
+    type: str
+    default: ''
   extra_flags:
-    description: C(sglang_service_extra_flags), read for C(--sampling-backend) and C(--attention-backend).
+    description: C(sglang_service_extra_flags), read for C(--attention-backend) where O(attention_backend) is empty.
     type: list
     elements: str
     default: []
@@ -75,6 +81,7 @@ EXAMPLES = r"""
     data: "{{ lookup('ansible.builtin.file', 'gpu_code.yml') | from_yaml }}"
     capabilities: ["12.0", "12.0"]
     attention_backend: fa3
+    sampling_backend: pytorch
     venv: /root/venv_sglang
 """
 
@@ -130,6 +137,7 @@ ARGUMENT_SPEC = {
     "data": {"type": "dict", "required": True},
     "capabilities": {"type": "list", "elements": "str", "required": True},
     "attention_backend": {"type": "str", "default": ""},
+    "sampling_backend": {"type": "str", "default": ""},
     "extra_flags": {"type": "list", "elements": "str", "default": []},
     "tree": {"type": "bool", "default": False},
     "venv": {"type": "path", "default": ""},
@@ -201,6 +209,7 @@ def run(p: dict) -> dict:
         p["data"],
         [c or None for c in p["capabilities"]],
         attention_backend=p["attention_backend"],
+        sampling_backend=p["sampling_backend"],
         extra_flags=p["extra_flags"],
         tree=p["tree"],
         readings=readings,

@@ -25,6 +25,7 @@ def test_unit_template_renders_only_real_sglang_flags(sglang_source_tree, launch
     for expected in (
         "--served-model-name",
         "--attention-backend",
+        "--sampling-backend",
         "--trust-remote-code",
         "--config",
         "--context-length",

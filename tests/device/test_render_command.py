@@ -11,7 +11,7 @@ import yaml
 CT200 = yaml.safe_load((rc.REPO / "inventory" / "host_vars" / "ct200" / "main.yml").read_text())
 
 
-def test_ct200_renders_its_port_models_and_the_first_envelope_with_no_backend_flag():
+def test_ct200_renders_its_port_models_the_first_envelope_and_the_backends_the_records_ran():
     out = rc.render("ct200")
     argv = out["argv"]
     assert argv[:2] == ["/opt/sglang/current/venv/bin/sglang", "serve"]
@@ -20,8 +20,10 @@ def test_ct200_renders_its_port_models_and_the_first_envelope_with_no_backend_fl
     assert pairs["--model-path"] == CT200["sglang_service_model_path"]
     assert pairs["--speculative-algorithm"] == "DFLASH"
     assert out["envelope"] == "full" and pairs["--context-length"] == "131072"
-    # the deploy's defaults: sglang picks attention, sampling and grammar backends itself
-    assert not any(a.startswith(("--attention-backend", "--sampling-backend", "--grammar-backend")) for a in argv)
+    # the deploy's defaults: the attention and sampling backends every GPU record ran; sglang picks the grammar one
+    assert (pairs["--attention-backend"], pairs["--sampling-backend"]) == ("triton", "pytorch")
+    assert argv.count("--attention-backend") == 1 and argv.count("--sampling-backend") == 1
+    assert not any(a.startswith("--grammar-backend") for a in argv)
     assert out["env"]["TRITON_CACHE_DIR"] == "/var/cache/sglang/triton"
     assert "CUDA_VISIBLE_DEVICES" not in out["env"]  # no preflight ran: no GPU chosen
 
@@ -29,10 +31,15 @@ def test_ct200_renders_its_port_models_and_the_first_envelope_with_no_backend_fl
 def test_overrides_win_and_the_gpu_choice_reaches_the_environment():
     out = rc.render(
         "ct200",
-        overrides={"sglang_service_attention_backend": "triton", "sglang_service_gpu_uuids": ["GPU-a", "GPU-b"]},
+        overrides={
+            "sglang_service_attention_backend": "flashinfer",
+            "sglang_service_sampling_backend": "",
+            "sglang_service_gpu_uuids": ["GPU-a", "GPU-b"],
+        },
     )
     i = out["argv"].index("--attention-backend")
-    assert out["argv"][i + 1] == "triton"
+    assert out["argv"][i + 1] == "flashinfer"
+    assert "--sampling-backend" not in out["argv"]  # "": sglang's own choice
     assert out["env"]["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b"
     assert out["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 

@@ -88,6 +88,8 @@ def test_ct129_ladder_with_an_envelope_no_gpu_pair_can_hold_refuses_with_the_num
 
 BLACKWELL = REPO / "tests" / "integration" / "gpu_preflight" / "blackwell.yml"
 CUBIN = '{"extra_manifest": [{"name": "flashinfer-cubin", "version": "0.6.15.post1"}]}'
+# sglang picks the attention and sampling backends itself (the roles' former defaults).
+SGLANG_CHOOSES = ("sglang_service_attention_backend=", "sglang_service_sampling_backend=")
 
 
 def run_blackwell(tmp_path, *extra, transcript="constructed-rtx-pro-6000-blackwell-8gpu"):
@@ -139,7 +141,25 @@ def test_trtllm_mha_on_12_0_gpus_is_refused(tmp_path):
 
 
 def test_the_defaults_on_12_0_pass_with_their_reasons_listed(tmp_path):
-    rc, out = run_blackwell(tmp_path, CUBIN)
+    # The role's defaults (triton attention, pytorch sampling: what the GPU records ran) on the default
+    # manifest, which holds no flashinfer-cubin, on a host without nvcc.
+    rc, out = run_blackwell(tmp_path)
+    assert rc == 0, out[-3000:]
+    result = gpu_code_result(out)
+    assert result["ok"] is True and result["errors"] == [] and result["not_checked"] == []
+    assert [r.split(" (", 1)[0] for r in result["reasons"]] == [
+        "12.0: sglang-kernel 0.4.5 common_ops",
+        "12.0: torch 2.11.0 libtorch_cuda runs as sass sm_120",
+        "12.0: triton 3.6.0 compiles at run time",
+        "12.0: attention backend triton",
+        "12.0: sampling backend pytorch",
+    ]
+    assert result["reasons"][3].startswith("12.0: attention backend triton (sglang_service_attention_backend) runs on")
+    assert result["reasons"][4].startswith("12.0: sampling backend pytorch (sglang_service_sampling_backend) runs on")
+
+
+def test_sglangs_own_backend_choices_on_12_0_pass_with_flashinfer_cubin(tmp_path):
+    rc, out = run_blackwell(tmp_path, CUBIN, *SGLANG_CHOOSES)
     assert rc == 0, out[-3000:]
     result = gpu_code_result(out)
     assert result["ok"] is True and result["errors"] == [] and result["not_checked"] == []
@@ -152,10 +172,20 @@ def test_the_defaults_on_12_0_pass_with_their_reasons_listed(tmp_path):
     assert "takes its kernels from flashinfer-cubin in the manifest" in result["reasons"][3]
 
 
-def test_flashinfer_without_cubin_and_without_nvcc_is_refused(tmp_path):
-    rc, out = run_blackwell(tmp_path)
+def test_sglangs_own_choices_without_cubin_and_without_nvcc_are_refused(tmp_path):
+    rc, out = run_blackwell(tmp_path, *SGLANG_CHOOSES)
     assert rc == 2, out[-3000:]
     assert "flashinfer-python 0.6.15.post1 (attention backend flashinfer, sglang's default on this GPU" in out
+    assert "the manifest holds neither package and the host has no nvcc" in out
+
+
+def test_explicit_flashinfer_sampling_without_cubin_and_without_nvcc_is_refused(tmp_path):
+    rc, out = run_blackwell(tmp_path, "sglang_service_sampling_backend=flashinfer")
+    assert rc == 2, out[-3000:]
+    assert (
+        "flashinfer-python 0.6.15.post1 (sampling backend flashinfer, sglang_service_sampling_backend on compute"
+        " capability 12.0) is pure Python" in out
+    )
     assert "the manifest holds neither package and the host has no nvcc" in out
 
 

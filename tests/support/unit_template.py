@@ -23,6 +23,7 @@ ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
 ALL_OPTIONS_ON = {
     "sglang_service_served_model_name": "qwen3.6-27b",
     "sglang_service_attention_backend": "triton",
+    "sglang_service_sampling_backend": "flashinfer",
     "sglang_service_trust_remote_code": True,
     "sglang_service_api_key": "not-a-real-key",
     "sglang_service_tp_size": 2,

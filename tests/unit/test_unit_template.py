@@ -1,6 +1,7 @@
 """The sglang_service unit template as Ansible renders it (its flags against real sglang: tests/contract/)."""
 
-from support.unit_template import exec_start, flags_of, render_unit
+import pytest
+from support.unit_template import ALL_OPTIONS_ON, exec_start, flags_of, render_unit
 
 
 def test_api_key_is_read_from_the_config_file_never_rendered_or_passed():
@@ -32,3 +33,30 @@ def test_stop_sends_sigterm_to_the_main_process_only_so_sglang_drains():
 def test_sglang_metrics_are_on_by_default_and_can_be_turned_off():
     assert "--enable-metrics" in flags_of(exec_start(render_unit("serve")))
     assert "--enable-metrics" not in flags_of(exec_start(render_unit("serve", sglang_service_enable_metrics=False)))
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def test_the_roles_default_backends_are_the_ones_the_gpu_records_ran():
+    """triton attention and pytorch sampling (tests/device/records/*: every harness passed both)."""
+    unset = {name: value for name, value in ALL_OPTIONS_ON.items() if not name.endswith("_backend")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("support.unit_template.ALL_OPTIONS_ON", unset)
+        argv = exec_start(render_unit("serve"))
+    assert (_value(argv, "--attention-backend"), _value(argv, "--sampling-backend")) == ("triton", "pytorch")
+    assert argv.count("--attention-backend") == 1 and argv.count("--sampling-backend") == 1
+
+
+@pytest.mark.parametrize("sampling", ["pytorch", "flashinfer"])
+def test_the_sampling_backend_is_rendered_next_to_the_attention_backend(sampling):
+    argv = exec_start(render_unit("serve", sglang_service_sampling_backend=sampling))
+    flags = flags_of(argv)
+    assert flags.index("--sampling-backend") == flags.index("--attention-backend") + 1
+    assert _value(argv, "--sampling-backend") == sampling
+
+
+def test_empty_backends_leave_sglang_its_own_choice():
+    argv = exec_start(render_unit("serve", sglang_service_attention_backend="", sglang_service_sampling_backend=""))
+    assert "--attention-backend" not in argv and "--sampling-backend" not in argv

@@ -17,6 +17,12 @@ KNOWN = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "files" / "known_run
 # The compiled core the known runtime 0.5.17 records (what a default manifest derives).
 CORE = [{"name": e["name"], "version": e["version"]} for e in KNOWN["runtimes"]["0.5.17"]["core"]]
 CUBIN = [*CORE, {"name": "flashinfer-cubin", "version": "0.6.15.post1"}]
+# The service role's defaults (what every GPU record ran): triton attention, pytorch sampling.
+SERVICE = yaml.safe_load((REPO / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
+DEFAULTS = {
+    "attention_backend": SERVICE["sglang_service_attention_backend"],
+    "sampling_backend": SERVICE["sglang_service_sampling_backend"],
+}
 
 
 def test_every_fact_names_where_it_was_read():
@@ -28,6 +34,8 @@ def test_every_fact_names_where_it_was_read():
                 assert package.get("read"), (name, version)
     for backend, spec in DATA["attention_backends"].items():
         assert spec.get("read"), backend
+    for backend, spec in DATA["sampling_backends"].items():
+        assert spec.get("read") or spec.get("package") == "flashinfer-python", backend
 
 
 def test_the_data_covers_the_known_runtime_core_versions():
@@ -61,7 +69,56 @@ def test_trtllm_mha_on_blackwell_12_is_refused_and_runs_on_10():
     assert check_gpu_code(CUBIN, DATA, ["10.0"], attention_backend="trtllm_mha")["ok"] is True
 
 
-def test_defaults_on_blackwell_pass_with_the_reasons_when_the_manifest_brings_flashinfer_cubin():
+def test_the_roles_defaults_are_the_backends_the_gpu_records_ran():
+    assert DEFAULTS == {"attention_backend": "triton", "sampling_backend": "pytorch"}
+
+
+def test_the_roles_defaults_on_blackwell_pass_without_cubin_or_nvcc_with_the_reasons_listed():
+    result = check_gpu_code(CORE, DATA, ["12.0", "12.0"], **DEFAULTS)
+    assert result["ok"] is True, result["errors"]
+    assert result["not_checked"] == []
+    assert [r.split(" (", 1)[0] for r in result["reasons"]] == [
+        "12.0: sglang-kernel 0.4.5 common_ops",
+        "12.0: torch 2.11.0 libtorch_cuda runs as sass sm_120",
+        "12.0: triton 3.6.0 compiles at run time",
+        "12.0: attention backend triton",
+        "12.0: sampling backend pytorch",
+    ]
+    assert (
+        "12.0: attention backend triton (sglang_service_attention_backend) runs on triton (sglang 0.5.17"
+        " srt/layers/attention/triton_backend.py" in result["reasons"][3]
+    )
+    assert (
+        "12.0: sampling backend pytorch (sglang_service_sampling_backend) runs on torch (sglang 0.5.17"
+        " srt/layers/sampler.py" in result["reasons"][4]
+    )
+    assert not any("flashinfer" in r for r in result["reasons"])
+
+
+def test_explicit_flashinfer_sampling_without_cubin_and_without_nvcc_is_refused():
+    result = check_gpu_code(CORE, DATA, ["12.0"], attention_backend="triton", sampling_backend="flashinfer")
+    assert result["ok"] is False
+    [error] = result["errors"]
+    assert error.startswith(
+        "flashinfer-python 0.6.15.post1 (sampling backend flashinfer, sglang_service_sampling_backend on compute"
+        " capability 12.0) is pure Python"
+    )
+    assert "sglang_service_sampling_backend: pytorch" in error
+    passed = check_gpu_code(CUBIN, DATA, ["12.0"], attention_backend="triton", sampling_backend="flashinfer")
+    assert passed["ok"] is True, passed["errors"]
+    assert any("(sampling backend flashinfer, sglang_service_sampling_backend) takes its kernels from" in r
+               for r in passed["reasons"])  # fmt: skip
+
+
+def test_pytorch_sampling_without_torch_in_the_manifest_is_refused():
+    manifest = [e for e in CORE if e["name"] != "torch"]
+    result = check_gpu_code(manifest, DATA, ["12.0"], **DEFAULTS)
+    assert result["errors"] == [
+        "sampling backend pytorch (sglang_service_sampling_backend) needs torch, which the manifest does not hold"
+    ]
+
+
+def test_sglangs_own_choices_on_blackwell_pass_with_the_reasons_when_the_manifest_brings_flashinfer_cubin():
     result = check_gpu_code(CUBIN, DATA, ["12.0"])
     assert result["ok"] is True, result["errors"]
     joined = "\n".join(result["reasons"])
@@ -75,7 +132,7 @@ def test_defaults_on_blackwell_pass_with_the_reasons_when_the_manifest_brings_fl
     )
 
 
-def test_defaults_without_flashinfer_cubin_and_without_nvcc_are_refused():
+def test_sglangs_own_choices_without_flashinfer_cubin_and_without_nvcc_are_refused():
     result = check_gpu_code(CORE, DATA, ["12.0"])
     assert result["ok"] is False
     [error] = result["errors"]
@@ -86,16 +143,14 @@ def test_defaults_without_flashinfer_cubin_and_without_nvcc_are_refused():
     assert "Add flashinfer-cubin==0.6.15.post1 to sglang_runtime_manifest" in error
 
 
-def test_defaults_without_cubin_pass_when_the_host_has_nvcc():
+def test_sglangs_own_choices_without_cubin_pass_when_the_host_has_nvcc():
     result = check_gpu_code(CORE, DATA, ["12.0"], host_compiler="/usr/local/cuda/bin/nvcc")
     assert result["ok"] is True
     assert any("compiles its kernels at run time with /usr/local/cuda/bin/nvcc" in r for r in result["reasons"])
 
 
 def test_triton_attention_and_pytorch_sampling_need_no_flashinfer_kernels():
-    result = check_gpu_code(
-        CORE, DATA, ["12.0"], attention_backend="triton", extra_flags=["--sampling-backend", "pytorch"]
-    )
+    result = check_gpu_code(CORE, DATA, ["12.0"], attention_backend="triton", sampling_backend="pytorch")
     assert result["ok"] is True, result["errors"]
     assert not any("flashinfer" in r for r in result["reasons"])
 

@@ -292,7 +292,8 @@ CASES = [
          "ddtree-0.5.23 does not serve sglang_service_attention_backend=fa3 (it serves triton, flashinfer)",
          "ddtree-0.5.17 (sglang 0.5.17; serves algorithms: DDTREE; architectures: dense, hybrid_gdn;"
          " attention_backends: triton, flashinfer)"),
-    case("ddtree-backend-unset", DEPLOY, ["sglang_service_speculative_algorithm=DDTREE"],
+    case("ddtree-backend-unset", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_attention_backend": ""}'],
          "sglang_service_speculative_algorithm=DDTREE",
          "ddtree-0.5.17 does not serve sglang_service_attention_backend=(unset) (it serves triton, flashinfer)"),
     case("ddtree-backend-ignoring-tree-masks", DEPLOY,
@@ -682,6 +683,34 @@ def test_a_backend_the_gpu_record_did_not_run_is_unproven_and_the_default_deploy
         "sglang_service_attention_backend": "triton",
     }
     assert errors_of(controller_values(ddtree, inventory=("all",))) == []
+
+
+def test_the_roles_default_backends_pass_the_proven_rule_for_both_algorithms_without_the_opt_in():
+    """triton + pytorch (the defaults, what the GPU records ran): DFLASH and DDTREE on 0.5.17 need no opt-in."""
+    for algorithm in ("DFLASH", "DDTREE"):
+        values = controller_values(
+            {**PRODUCTION, "sglang_service_speculative_algorithm": algorithm}, inventory=("all",)
+        )
+        assert values["sglang_service_attention_backend"] == "triton"
+        assert values["sglang_service_sampling_backend"] == "pytorch"
+        assert errors_of(values) == [], algorithm
+
+
+@pytest.mark.parametrize("sampling", ["", "pytorch", "flashinfer"])
+def test_the_sampling_backend_choices_pass_validation_and_preflight_decides_on_the_gpu(sampling):
+    values = controller_values({**PRODUCTION, "sglang_service_sampling_backend": sampling}, inventory=("all",))
+    assert errors_of(values) == []
+
+
+def test_a_sampling_backend_outside_the_choices_is_refused_naming_them():
+    errors = errors_of(controller_values({"sglang_service_sampling_backend": "triton"}))
+    assert errors == ['sglang_service_sampling_backend="triton": must be one of "", pytorch, flashinfer']
+
+
+def test_the_sampling_backend_is_a_managed_flag():
+    errors = errors_of(controller_values({"sglang_service_extra_flags": ["--sampling-backend=flashinfer"]}))
+    assert len(errors) == 1
+    assert errors[0].startswith("sglang_service_extra_flags sets --sampling-backend, which the role manages")
 
 
 def test_dflash_on_the_unproven_runtime_is_refused_too_and_the_test_double_needs_no_opt_in():

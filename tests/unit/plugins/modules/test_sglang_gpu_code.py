@@ -100,3 +100,21 @@ def test_nvcc_under_a_cuda_root_is_found_and_none_elsewhere(tmp_path, monkeypatc
     (tmp_path / "bin" / "nvcc").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "nvcc").chmod(0o755)
     assert sglang_gpu_code.host_compiler([str(tmp_path)]) == str(tmp_path / "bin" / "nvcc")
+
+
+def test_the_sampling_backend_option_reaches_the_check(monkeypatch, capsys):
+    core = [e for e in MANIFEST if e["name"] != "flashinfer-cubin"]
+    refused = run(
+        monkeypatch, capsys, manifest=core, capabilities=["12.0"], attention_backend="triton",
+        sampling_backend="flashinfer",
+    )  # fmt: skip
+    assert refused["failed"] is True
+    assert "(sampling backend flashinfer, sglang_service_sampling_backend on compute capability 12.0)" in refused["msg"]
+    passed = run(
+        monkeypatch, capsys, manifest=core, capabilities=["12.0"], attention_backend="triton",
+        sampling_backend="pytorch",
+    )  # fmt: skip
+    assert passed.get("failed") is not True, passed
+    assert any(
+        r.startswith("12.0: sampling backend pytorch (sglang_service_sampling_backend)") for r in passed["reasons"]
+    )
