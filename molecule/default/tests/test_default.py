@@ -50,6 +50,9 @@ def test_unit_runs_the_current_release_and_carries_the_hardening_lines(lab_host)
     # The key is read from the --config file, never written into the unit or passed as an argument.
     assert any(line.startswith('    --config "/etc/sglang/sglang.yaml"') for line in lines)
     assert "--api-key" not in unit.content_string
+    # The role's default backends, the ones every GPU record ran (docs/runtime.md, "Backends per GPU class").
+    assert any(line.startswith('    --attention-backend "triton"') for line in lines)
+    assert any(line.startswith('    --sampling-backend "pytorch"') for line in lines)
 
 
 def test_unit_file_is_clean_for_systemd_analyze_verify(lab_host):
