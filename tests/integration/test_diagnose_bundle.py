@@ -8,7 +8,8 @@ like the service whose process logs sglang's start line (``server_args=ServerArg
 - the bundle is mode 0600 in a directory the play created 0700;
 - config.redacted.yaml is valid YAML with its key name kept and the value ``<redacted>``
   (the old regex wrote ``\\1: <redacted>``), the environment file keeps its names;
-- neither secret appears anywhere in the bundle, the journal's start line included.
+- neither secret appears anywhere in the bundle, the journal's start line included;
+- the journal holds the last ``sglang_diagnose_starts`` starts of the unit's five (issue 35).
 
 The same host pins what docs/service.md says of ProtectProc=invisible there: the unit's process shares
 PID 1's mount namespace (systemd sets up none in the container), and user nobody reads its command line
@@ -30,6 +31,7 @@ CONTAINER = PREFIX + "lab1"
 API_KEY = "sk-diagnose-bundle-7f3a9c"
 TOKEN = "hf_diagnose_bundle_5e21"
 MARKER = "--argv-marker=visible-to-everyone"
+STARTS, KEEP = 5, 2  # the unit's starts before diagnose runs, and sglang_diagnose_starts
 UNIT = f"""[Unit]
 Description=stand-in for the SGLang unit (diagnose bundle test)
 
@@ -51,6 +53,13 @@ cat > /etc/systemd/system/sglang.service
 systemctl daemon-reload
 systemctl start sglang.service
 for i in $(seq 1 50); do journalctl -u sglang.service --no-pager | grep -q server_args= && break; sleep 0.2; done
+# STARTS starts in all: the bundle keeps the last sglang_diagnose_starts of them.
+for n in $(seq 2 {STARTS}); do
+  systemctl restart sglang.service
+  for i in $(seq 1 50); do
+    [ "$(journalctl -u sglang.service --no-pager -o cat | grep -c server_args=)" -ge "$n" ] && break; sleep 0.2
+  done
+done
 """
 
 
@@ -95,7 +104,18 @@ def bundle(lab, tmp_path_factory):
     """Run diagnose.yml once into a directory that does not exist yet; the bundle's path and its files."""
     base = tmp_path_factory.mktemp("diagnose")
     bundle_dir = base / "bundles"
-    proc = sh(["ansible-playbook", "playbooks/diagnose.yml", "-l", "lab1", "-e", f"sglang_diagnose_dir={bundle_dir}"])
+    proc = sh(
+        [
+            "ansible-playbook",
+            "playbooks/diagnose.yml",
+            "-l",
+            "lab1",
+            "-e",
+            f"sglang_diagnose_dir={bundle_dir}",
+            "-e",
+            f"sglang_diagnose_starts={KEEP}",
+        ]
+    )
     archives = sorted(bundle_dir.glob("lab1-*.tar.gz"))
     assert len(archives) == 1, proc.stdout[-3000:]
     files = {}
@@ -127,6 +147,12 @@ def test_no_secret_anywhere_in_the_bundle_the_journal_included(bundle):
     assert leaks == []
     assert "api_key='<redacted>'" in bundle["files"]["journal.log"], bundle["files"]["journal.log"][-2000:]
     assert API_KEY not in bundle["out"] and TOKEN not in bundle["out"]
+
+
+def test_the_journal_holds_the_last_sglang_diagnose_starts_starts(bundle):
+    """Issue 35: the lab's journal has no "unit starting" messages for the unit; starts are its invocations."""
+    starts = bundle["files"]["journal.log"].count("server_args=ServerArgs(")
+    assert starts == KEEP, bundle["files"]["journal.log"][-3000:]
 
 
 def test_protectproc_invisible_in_the_lab_hides_nothing_from_other_users(lab):
