@@ -206,3 +206,22 @@ def test_sources_name_the_sglang_version_the_data_was_read_from():
     [version] = list(DATA["sglang_source"])
     assert f"(sglang {version} srt/server_args.py:5801-5804" in result["errors"][0]
     assert "{sglang}" not in " ".join(result["errors"] + result["reasons"])
+
+
+@pytest.mark.parametrize("host", ["ct200", "ct129"])
+def test_the_committed_ct_deploy_passes_on_12_0_with_the_roles_defaults(host):
+    """ct200 / ct129 with the offline manifest (no flashinfer-cubin) and the role's default backends."""
+    inventory = REPO / "inventory"
+    manifest = yaml.safe_load((inventory / "manifests" / "sglang-0.5.17-cu130.yml").read_text())
+    host_vars = yaml.safe_load((inventory / "host_vars" / host / "main.yml").read_text())
+    assert "flashinfer-cubin" not in [e["name"] for e in manifest["sglang_runtime_manifest"]]
+    backends = {
+        key: host_vars.get(f"sglang_service_{key}", value) for key, value in DEFAULTS.items()
+    }  # fmt: skip
+    result = check_gpu_code(manifest["sglang_runtime_manifest"], DATA, ["12.0"], **backends)
+    assert result["ok"] is True, result["errors"]
+    assert result["not_checked"] == []
+    assert any(r.startswith("12.0: attention backend triton") for r in result["reasons"])
+    assert any(r.startswith("12.0: sampling backend pytorch") for r in result["reasons"])
+    own_choice = check_gpu_code(manifest["sglang_runtime_manifest"], DATA, ["12.0"])
+    assert own_choice["ok"] is False  # sglang's own choices there: flashinfer without its kernels
