@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 
 SCHEMA_VERSION = 2
@@ -912,3 +913,8 @@ def leftover_tmp_dirs(candidates, *, now, live_cmdlines, own="", min_age_s=LEFTO
             continue
         found.append(path)
     return sorted(found)
+
+
+def expand_remote_tmp(configured):
+    """Ansible's remote temporary directory as AnsibleModule.tmpdir expands it (``~`` and ``$VARS``)."""
+    return os.path.expanduser(os.path.expandvars(configured or "~/.ansible/tmp"))

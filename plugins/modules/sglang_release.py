@@ -646,7 +646,7 @@ class Host:
 
     def remote_tmp(self):
         """Ansible's remote temporary directory for this user (the task's ``remote_tmp``, ``~`` expanded)."""
-        return os.path.expanduser(os.path.expandvars(getattr(self.module, "_remote_tmp", None) or "~/.ansible/tmp"))
+        return release.expand_remote_tmp(getattr(self.module, "_remote_tmp", None))
 
     def own_tmp_dir(self):
         """The ansible-tmp directory this module runs from ("" when pipelined)."""
@@ -856,7 +856,7 @@ class Steps:
         found = self.host.process(pid) if pid else None
         if not found:
             return {}
-        argv, paths, environ, unreadable = found
+        argv, paths, environ, unreadable = found[0], found[1], found[2], found[3]
         if not argv and "cmdline" not in unreadable:
             return {}  # a zombie or a kernel thread: the active state decides
         return release.observe_process(
