@@ -34,30 +34,19 @@ COLLECTIONS = REPO / "collections"
 if str(COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS))
 
+TESTS = REPO / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
 from ansible.parsing.dataloader import DataLoader  # noqa: E402
 from ansible.template import Templar  # noqa: E402
-
-try:
-    from ansible.template import trust_as_template
-except ImportError:  # ansible-core 2.18: every string is a template already
-
-    def trust_as_template(value):
-        return value
-
+from support.unit_template import exec_start as _exec_start  # noqa: E402
+from support.unit_template import trust_as_template  # noqa: E402
+from support.unit_template import trusted as _trusted  # noqa: E402
 
 ROLES = REPO / "roles"
 # The roles whose defaults a deploy of the service has (their variables feed the unit's).
 ROLE_DEFAULTS = ("sglang_runtime", "sglang_preflight", "sglang_service")
-
-
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_trusted(item) for item in value]
-    return value
 
 
 def _yaml_files(directory: pathlib.Path) -> list[pathlib.Path]:
@@ -91,15 +80,7 @@ def host_variables(host: str | None, inventory: pathlib.Path, overrides: dict) -
 
 def exec_start(unit: str) -> list[str]:
     """ExecStart split as systemd splits it (continuation lines joined, quotes removed, ``$$`` -> ``$``)."""
-    lines = unit.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
-    command = []
-    for line in lines[start:]:
-        command.append(line.rstrip("\\").strip())
-        if not line.endswith("\\"):
-            break
-    argv = shlex.split(" ".join(command).removeprefix("ExecStart="))
-    return [arg.replace("$$", "$").replace("%%", "%") for arg in argv]
+    return [arg.replace("$$", "$").replace("%%", "%") for arg in _exec_start(unit)]
 
 
 def environment_file(text: str) -> dict:
