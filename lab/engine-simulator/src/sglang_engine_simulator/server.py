@@ -495,14 +495,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         started = []
 
         def chunk(payload) -> None:
-            if not started:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                started.append(True)
-            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-            self.wfile.flush()
+            self._sse(started, payload)
 
         def on_tokens(done, output_ids, picks) -> None:
             partial = "" if self.engine.fault == "empty_text" else " ".join(_WORDS[p] for p in picks)
