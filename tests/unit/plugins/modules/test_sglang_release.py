@@ -3,6 +3,7 @@
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
@@ -640,6 +641,11 @@ def test_reap_removes_only_the_collections_own_stale_temporary_directories(monke
     own = tmp_dir(root, "ansible-tmp-5-5-5", "AnsiballZ_sglang_release.py", MARKER, 3600)
     not_tmp = tmp_dir(root, "mine-1", "AnsiballZ_sglang_release.py", MARKER, 3600)
     job = subprocess.Popen(["sh", "-c", "sleep 30", str(live / "AnsiballZ_sglang_readiness.py")])
+    # between fork and exec the child's /proc cmdline is still pytest's: wait until it shows the live path
+    deadline = time.monotonic() + 10
+    while str(live) not in Path("/proc/%d/cmdline" % job.pid).read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, "the stand-in job never showed its command line"
+        time.sleep(0.01)
     try:
         out = run(
             monkeypatch, capsys, tree, step="reap", job_file=str(tree["root"] / "state" / "r.job"), own_tmp=str(own)
