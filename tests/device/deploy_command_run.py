@@ -55,6 +55,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Pa
 
 SGLANG_VERSION = "0.5.17"
 # systemd's default PATH for a service (systemd.exec(5), "Environment variables in spawned processes")
+TORCH_BIN = "/opt/torch/.venv/bin"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
 CASES = {
     "dflash": {},
@@ -128,7 +129,7 @@ def block_size(model_dir):
 
 def service_env(rendered, site):
     env = {"PATH": SYSTEMD_PATH, "LANG": "C.UTF-8"}
-    env.update(rendered["env"])
+    env.update(rendered["env"])  # the unit's PATH: the venv's bin (here the scratch site's) + systemd's
     for name in ("HOME", "XDG_CACHE_HOME", "HF_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         if env.get(name):
             pathlib.Path(env[name]).mkdir(parents=True, exist_ok=True)
@@ -138,8 +139,11 @@ def service_env(rendered, site):
         "LIBRARY_PATH": os.environ.get("LIBRARY_PATH", ""),
         "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""),
     }
-    env.update({k: v for k, v in deviations.items() if v})
-    env["PATH"] = env["CUDA_HOME"] + "/bin:" + env["PATH"]
+    # the manifest's ninja lives in the release venv's bin; the scratch site has none: the machine's
+    # torch venv's ninja stands in for it, after the unit's own PATH
+    deviations["PATH_APPENDED"] = TORCH_BIN
+    env.update({k: v for k, v in deviations.items() if v and k != "PATH_APPENDED"})
+    env["PATH"] = env["PATH"] + ":" + deviations["PATH_APPENDED"]
     return env, deviations
 
 

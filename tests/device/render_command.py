@@ -119,6 +119,9 @@ def render(host=None, inventory=REPO / "inventory", overrides=None, envelope=Non
         prefix = release_venv.rstrip("/") + "/"
         if argv[0].startswith(prefix):
             argv[0] = str(pathlib.Path(venv) / argv[0][len(prefix) :])
+    env = environment_file(env_text)
+    if venv:
+        env = {k: v.replace(release_venv.rstrip("/"), str(venv)) for k, v in env.items()}
     files = {}
     if any(arg.startswith("--config") for arg in argv):
         path = templar.template(trust_as_template("{{ _sglang_service_config_path }}"))
@@ -127,7 +130,7 @@ def render(host=None, inventory=REPO / "inventory", overrides=None, envelope=Non
         "host": host,
         "envelope": name,
         "argv": argv,
-        "env": environment_file(env_text),
+        "env": env,
         "files": files,
         "release_venv": release_venv,
         "unit": unit,
