@@ -40,14 +40,15 @@ SIGNATURES = (
     # flashinfer-python without flashinfer-cubin on a host without a CUDA toolkit. Wordings:
     # flashinfer's "Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
     # torch's "CUDA_HOME environment variable is not set", a shell's "nvcc: not found", a raised
-    # FileNotFoundError for nvcc. Not sglang's warning "Cannot run `.../nvcc --version`: [Errno 2] ...",
+    # FileNotFoundError for nvcc, or for ninja (the H200 record 2026-12-05-h200-deploy-command: flashinfer's
+    # gemma_rmsnorm built at the first prefill-graph capture, `ninja` not on the unit's PATH). Not sglang's warning "Cannot run `.../nvcc --version`: [Errno 2] ...",
     # which it logs and survives (kernels/jit/utils/arch.py).
     Signature(
         "jit_compiler_missing",
         r"Could not find nvcc|CUDA_HOME environment variable is not set|\bnvcc: (?:command )?not found|"
-        r"FileNotFoundError: \[Errno 2\] No such file or directory: '[^']*nvcc'",
-        "a run-time kernel compile found no nvcc (flashinfer without flashinfer-cubin): add flashinfer-cubin "
-        "to the manifest, install a CUDA toolkit, or use triton attention and pytorch sampling",
+        r"FileNotFoundError: \[Errno 2\] No such file or directory: '[^']*(?:nvcc|ninja)'",
+        "a run-time kernel build (flashinfer JIT) found no nvcc or ninja: the host needs a CUDA toolkit and "
+        "the unit's PATH the release venv's bin, or add flashinfer-jit-cache to the manifest",
     ),
     # A library without code for this GPU's compute capability (FA3's flash_ops on a 12.0 Blackwell:
     # sglang issues #12178, #15342). Before the CUDA-graph and generic CUDA rows.

@@ -48,6 +48,8 @@ def test_each_compiler_wording_is_jit_compiler_missing():
         "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
         "/bin/sh: 1: nvcc: not found",
         "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'",
+        # sglang 0.5.17 on the H200, the hybrid target's flashinfer gemma_rmsnorm JIT without ninja on PATH
+        "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'",
     ):
         assert fc.classify(line).failure_class == "jit_compiler_missing", line
 
