@@ -13,13 +13,17 @@ Layout read (the same that ``cuobjdump --list-elf`` / ``--list-ptx`` shows):
 - The section holds one or more fatbin containers, each 8-byte aligned: a 16-byte header
   (magic ``0xBA55ED50``, version, header size, size of the entries that follow), then entries.
 - Each entry starts with a header: kind (``1`` PTX, ``2`` ELF = SASS), version, header size,
-  payload size, ..., and at offset 28 the SM the code is for (``120`` for sm_120); the payload
-  follows the header.
+  payload size, ..., at offset 28 the SM the code is for (``120`` for sm_120) and at offset 40
+  the flags (u64), where ``0x100000`` marks arch-specific code (``sm_120a``) and ``0x200000``
+  family-specific code (``sm_120f``): read from what CUDA 13.0's ``fatbinary --image3=kind=elf,sm=120``
+  / ``sm=120a`` / ``sm=120f`` writes, and seen in sglang-kernel 0.4.5's ``sm100/common_ops``, whose
+  sm_120 entries are all ``a`` (tests/unit/plugins/module_utils/fatbin_reads/). The payload follows
+  the header.
 
 An entry is SASS for one SM, which runs on GPUs of the same major capability and a minor at
-least as high (the arch-specific ``a`` variants only on their exact capability: that suffix is
-not read here, so the rule is applied exactly for SASS of the GPU's own SM and by the family rule
-otherwise); PTX for ``compute_XY`` can be compiled by the driver for any capability ``>= X.Y``.
+least as high, except arch-specific SASS (``sm_120a``), which runs on its exact capability only;
+PTX for ``compute_XY`` can be compiled by the driver for any capability ``>= X.Y`` (arch-specific
+PTX for ``X.Y`` only).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import struct
 FATBIN_MAGIC = 0xBA55ED50
 SECTION = ".nv_fatbin"
 KINDS = {1: "PTX", 2: "SASS"}
+ARCH_SPECIFIC, FAMILY_SPECIFIC = 0x100000, 0x200000  # entry flags: sm_XYa, sm_XYf
+_ENTRY_HEAD = 48  # the fields read: kind .. flags
 _ELF_MAGIC = b"\x7fELF"
 
 
@@ -101,18 +107,41 @@ def fatbin_entries(stream, start: int = 0, length: int | None = None) -> list[di
             if entry_header < 32 or entry + entry_header + payload > end:
                 raise FatbinError(f"fatbin entry at offset {entry - start} runs past its container")
             (sm,) = struct.unpack_from("<I", head, 28)
-            entries.append({"kind": KINDS.get(kind, f"kind{kind}"), "sm": sm, "size": payload, "container": container})
+            flags = 0
+            if entry_header >= _ENTRY_HEAD:
+                (flags,) = struct.unpack("<Q", _read(stream, entry + 40, 8))
+            variant = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY_SPECIFIC else ""
+            entries.append(
+                {
+                    "kind": KINDS.get(kind, f"kind{kind}"),
+                    "sm": sm,
+                    "variant": variant,
+                    "size": payload,
+                    "container": container,
+                }
+            )
             entry += entry_header + payload
         container += 1
         position = end + (-end % 8)
     return entries
 
 
+def arch_specific_only(entries: list[dict], kind: str) -> list[int]:
+    """SMs some container holds ``kind`` code for only as arch-specific (``sm_120a`` and no ``sm_120``):
+    that container's code for the SM runs on its exact capability only."""
+    held: dict = {}
+    for e in entries:
+        if e["kind"] == kind:
+            held.setdefault((e["container"], e["sm"]), set()).add(e["variant"])
+    return sorted({sm for (_container, sm), variants in held.items() if variants == {"a"}})
+
+
 def read_shared_object(stream) -> dict:
-    """``{containers, entries, sass: [sm...], ptx: [sm...]}`` of one shared object (sorted, unique SMs)."""
+    """``{containers, entries, sass, ptx, sass_arch_specific, ptx_arch_specific}`` of one shared object:
+    sorted, unique SMs; the ``*_arch_specific`` ones (a subset) run on their exact capability only."""
     sections = elf_sections(stream)
     if SECTION not in sections:
-        return {"containers": 0, "entries": 0, "sass": [], "ptx": []}
+        return {"containers": 0, "entries": 0, "sass": [], "ptx": [], "sass_arch_specific": [], "ptx_arch_specific": []}
     offset, size = sections[SECTION]
     entries = fatbin_entries(stream, offset, size)
     return {
@@ -120,6 +149,8 @@ def read_shared_object(stream) -> dict:
         "entries": len(entries),
         "sass": sorted({e["sm"] for e in entries if e["kind"] == "SASS"}),
         "ptx": sorted({e["sm"] for e in entries if e["kind"] == "PTX"}),
+        "sass_arch_specific": arch_specific_only(entries, "SASS"),
+        "ptx_arch_specific": arch_specific_only(entries, "PTX"),
     }
 
 
@@ -129,22 +160,30 @@ def sm_of(capability: str) -> int:
     return int(major) * 10 + int(minor or 0)
 
 
-def runs_on(capability: str, sass: list[int], ptx: list[int]) -> str | None:
-    """How code for ``capability`` is found: ``sass sm_120``, ``ptx compute_90 (JIT)``, or None."""
+def runs_on(
+    capability: str, sass: list[int], ptx: list[int], sass_arch_specific=(), ptx_arch_specific=()
+) -> str | None:
+    """How code for ``capability`` is found: ``sass sm_120``, ``sass sm_120a``, ``ptx compute_90 (JIT ...)``,
+    or None. Arch-specific SMs (``*_arch_specific``) count for their exact capability only."""
     want = sm_of(capability)
     if want in sass:
-        return f"sass sm_{want}"
-    family = [sm for sm in sass if sm // 10 == want // 10 and sm <= want]
+        return f"sass sm_{want}{'a' if want in sass_arch_specific else ''}"
+    family = [sm for sm in sass if sm // 10 == want // 10 and sm <= want and sm not in sass_arch_specific]
     if family:
         return f"sass sm_{max(family)}"
-    below = [sm for sm in ptx if sm <= want]
+    below = [sm for sm in ptx if (sm < want and sm not in ptx_arch_specific) or sm == want]
     if below:
-        return f"ptx compute_{max(below)} (JIT by the driver)"
+        best = max(below)
+        return f"ptx compute_{best}{'a' if best in ptx_arch_specific else ''} (JIT by the driver)"
     return None
 
 
-def describe(sass: list[int], ptx: list[int]) -> str:
-    """``SASS sm_80, sm_86, sm_90; no PTX`` for messages."""
-    parts = ["SASS " + ", ".join(f"sm_{sm}" for sm in sass) if sass else "no SASS"]
-    parts.append("PTX " + ", ".join(f"compute_{sm}" for sm in ptx) if ptx else "no PTX")
+def describe(sass: list[int], ptx: list[int], sass_arch_specific=(), ptx_arch_specific=()) -> str:
+    """``SASS sm_80, sm_90, sm_120a; no PTX`` for messages."""
+    parts = [
+        "SASS " + ", ".join(f"sm_{sm}{'a' if sm in sass_arch_specific else ''}" for sm in sass) if sass else "no SASS"
+    ]
+    parts.append(
+        "PTX " + ", ".join(f"compute_{sm}{'a' if sm in ptx_arch_specific else ''}" for sm in ptx) if ptx else "no PTX"
+    )
     return "; ".join(parts)

@@ -73,14 +73,18 @@ def default_attention(data: dict, capability: str, tree: bool) -> str:
 
 
 def _library_code(pin_name: str, version: str, library: dict, readings: dict) -> tuple:
-    """(sass, ptx, where) of one library: the host's file when it was read, else the data."""
+    """(sass, ptx, arch_specific, where) of one library: the host's file when it was read, else the data.
+
+    ``arch_specific``: (SASS SMs, PTX SMs) held only as ``sm_XYa`` code, which runs on X.Y alone."""
     reading = (readings or {}).get(library.get("path") or "")
     if reading and not reading.get("error"):
-        return reading["sass"], reading["ptx"], f"read from {reading.get('file') or library['path']} on the host"
+        arch = (reading.get("sass_arch_specific") or [], reading.get("ptx_arch_specific") or [])
+        return reading["sass"], reading["ptx"], arch, f"read from {reading.get('file') or library['path']} on the host"
     where = f"data for {pin_name} {version}: {library.get('read', 'no source recorded')}"
     if reading and reading.get("error"):
         where += f" (the host's file could not be read: {reading['error']})"
-    return list(library.get("sass") or []), list(library.get("ptx") or []), where
+    arch = (list(library.get("sass_arch_specific") or []), list(library.get("ptx_arch_specific") or []))
+    return list(library.get("sass") or []), list(library.get("ptx") or []), arch, where
 
 
 def _loaded_libraries(package: dict, capability: str) -> list[dict]:
@@ -103,13 +107,13 @@ class _Check:
 
     def library(self, pin: tuple, library: dict, capability: str, why: str = "") -> bool:
         name, version = pin
-        sass, ptx, where = _library_code(name, version, library, self.readings)
-        how = runs_on(capability, sass, ptx)
+        sass, ptx, arch, where = _library_code(name, version, library, self.readings)
+        how = runs_on(capability, sass, ptx, *arch)
         label = f"{name} {version} {library['name']}" + (f" ({library['variant']}/)" if library.get("variant") else "")
         if how is None:
             self.result["errors"].append(
                 f"{label}{why} has no code for compute capability {capability} (sm_{sm_of(capability)}):"
-                f" it holds {describe(sass, ptx)} ({where})"
+                f" it holds {describe(sass, ptx, *arch)} ({where})"
             )
             return False
         self.result["reasons"].append(f"{capability}: {label}{why} runs as {how} ({where})")

@@ -171,6 +171,28 @@ def test_a_host_reading_wins_over_the_data():
     ]
 
 
+def test_a_host_reading_of_arch_specific_sm_120a_runs_on_12_0_and_is_refused_on_12_1():
+    # What the reader gives for sglang-kernel 0.4.5's sm100/common_ops (test_cuda_fatbin.py, the real bytes).
+    readings = {
+        "sgl_kernel/sm100/common_ops.abi3.so": {
+            "file": "/v/sgl_kernel/sm100/common_ops.abi3.so",
+            "sass": [80, 89, 90, 100, 103, 120],
+            "ptx": [],
+            "sass_arch_specific": [100, 103, 120],
+            "ptx_arch_specific": [],
+        }
+    }
+    result = check_gpu_code(CUBIN, DATA, ["12.0"], readings=readings)
+    assert result["ok"] is True, result["errors"]
+    assert any("common_ops (sm100/) runs as sass sm_120a (read from /v/" in r for r in result["reasons"])
+    result = check_gpu_code(CUBIN, DATA, ["12.1"], readings=readings)
+    assert any(
+        "common_ops (sm100/) has no code for compute capability 12.1 (sm_121): it holds"
+        " SASS sm_80, sm_89, sm_90, sm_100a, sm_103a, sm_120a; no PTX" in e
+        for e in result["errors"]
+    ), result["errors"]
+
+
 def test_unknown_capability_and_unknown_versions_are_warnings_not_silent_passes():
     other = [{"name": "sglang-kernel", "version": "0.4.10"}]
     result = check_gpu_code(other, DATA, [None])

@@ -49,6 +49,8 @@ def test_a_reference_venv_whose_sgl_kernel_lacks_sm_120_is_refused(tmp_path, mon
         "entries": 10,
         "sass": [80, 89, 90, 100, 103],
         "ptx": [],
+        "sass_arch_specific": [],
+        "ptx_arch_specific": [],
     }
     assert out["msg"] == (
         "no GPU code for the selected GPUs: sglang-kernel 0.4.5 common_ops (sm100/) has no code for compute"
