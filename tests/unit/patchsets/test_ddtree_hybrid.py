@@ -331,7 +331,9 @@ def test_each_set_ships_the_verify_step_it_serves_with(version):
     set_dir = REPO / "patchsets" / ("ddtree-" + version)
     worker = (set_dir / "files/sglang/srt/speculative/ddtree_worker.py").read_text()
     assert "def ddtree_verify_step(" in worker and "verify_tree_greedy_func(" in worker
-    assert "ddtree_utils.commit_nodes(" in worker and "retrieve_next_sibling=tree[" in worker
+    # the hybrid commit's node choice: the reference on the host (0.5.23) or its array form on the device
+    assert "ddtree_utils.commit_nodes(" in worker or "ddtree_tree.commit_arrays(" in worker
+    assert "retrieve_next_sibling=tree[" in worker
     handoff = (set_dir / "diffs/dflash_worker_v2_py.patch").read_text()
     assert "+                return ddtree_verify_step(" in handoff
 

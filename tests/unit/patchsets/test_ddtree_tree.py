@@ -271,3 +271,49 @@ def test_the_builder_has_no_host_synchronisation():
 def test_inputs_other_than_torch_or_numpy_are_refused():
     with pytest.raises(TypeError, match="torch tensors or numpy arrays"):
         dt.build_tree_arrays([1], [[[0.0]]], [[[1]]], 2)
+
+
+# -- the hybrid commit's node choices on the device (commit_arrays) ---------------------------------
+
+
+def _accepted_paths(seed, cases=3000):
+    """Random verify results: per request the root then a ascending accepted nodes, -1 padding."""
+    rng = np.random.default_rng(seed)
+    for _ in range(cases):
+        bs, block = int(rng.integers(1, 6)), int(rng.integers(2, 9))
+        budget = int(rng.integers(block, 3 * block + 1))
+        rows, drafts, prefixes = [], [], []
+        for b in range(bs):
+            a = int(rng.integers(0, block))
+            nodes = sorted(rng.choice(np.arange(1, budget), size=a, replace=False).tolist())
+            rows.append([b * budget] + [b * budget + x for x in nodes] + [-1] * (block - 1 - a))
+            drafts.append(a)
+            prefixes.append(int(rng.integers(0, 300)))
+        yield rows, drafts, budget, prefixes, int(rng.choice([1, 2, 3, 8, 64]))
+
+
+def _commit_mismatches(commit_arrays):
+    bad = 0
+    for rows, drafts, budget, prefixes, interval in _accepted_paths(7):
+        out = commit_arrays(
+            np.array(rows, dtype=np.int32), np.array(drafts, dtype=np.int32), budget, np.array(prefixes), interval
+        )
+        want = (du.commit_nodes(rows, drafts, budget), du.track_nodes(rows, drafts, budget, prefixes, interval))
+        bad += (out["nodes"].tolist(), out["track"].tolist()) != want
+    return bad
+
+
+def test_commit_arrays_choose_the_reference_nodes_on_every_case():
+    """The hybrid commit runs on the device (no host read); it must pick ddtree_utils' nodes."""
+    assert _commit_mismatches(dt.commit_arrays) == 0
+
+
+def test_the_commit_comparison_catches_an_off_by_one_track():
+    def late_track(index, drafts, budget, prefix_lens=None, interval=0):
+        out = dt.commit_arrays(index, drafts, budget, prefix_lens, interval)
+        # the state one node later than the multiple (post // interval * interval - pre, not - 1)
+        shifted = dt.commit_arrays(index, drafts, budget, np.asarray(prefix_lens) - 1, interval)
+        out["track"] = shifted["track"]
+        return out
+
+    assert _commit_mismatches(late_track) > 100

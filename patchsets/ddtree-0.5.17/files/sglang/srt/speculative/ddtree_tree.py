@@ -338,3 +338,30 @@ def full_mask(ancestor_mask, prefix_lens, size: int, out: Optional[Any] = None):
     mask = out if out is not None else ops.full((int(size),), True, ops.bool, ancestor_mask)
     ops.put_flat(mask, index, ancestor_mask)
     return mask
+
+
+def commit_arrays(accept_index, accept_drafts, budget: int, prefix_lens=None, interval: int = 0) -> Dict[str, Any]:
+    """The hybrid commit's node choices for a batch, as array ops (no host read).
+
+    ``ddtree_utils.commit_nodes`` and ``ddtree_utils.track_nodes`` per request, on the device:
+    ``accept_index`` [bs, B] (global node ids b * budget + i, root first, -1 past the accepted),
+    ``accept_drafts`` [bs]. Returns ``nodes`` [bs]: the local index of each request's last accepted
+    node (the snapshot its recurrent state is committed from) and, with ``prefix_lens`` [bs] and
+    ``interval`` > 0 (--mamba-track-interval), ``track`` [bs]: the accepted node whose state the
+    mamba prefix cache keeps when the committed length crosses a multiple of ``interval`` (-1: none).
+    """
+    ops = array_ops(accept_index)
+    index = ops.cast(accept_index, ops.i64)
+    drafts = ops.cast(accept_drafts, ops.i64).reshape(-1, 1)
+    offset = ops.arange(index.shape[0], index).reshape(-1, 1) * int(budget)
+    out = {"nodes": (ops.take(index, drafts) - offset).reshape(-1)}
+    if prefix_lens is not None and interval > 0:
+        commit = drafts + 1
+        pre = ops.cast(prefix_lens, ops.i64).reshape(-1, 1)
+        post = pre + commit
+        ith = post // interval * interval - pre - 1
+        ith = ops.where(ith > 0, ith, ith * 0)
+        crossed = ((pre // interval) != (post // interval)) & (ith < commit)
+        node = ops.take(index, ops.clamp_max(ith, index.shape[1] - 1)) - offset
+        out["track"] = ops.where(crossed, node, node * 0 - 1).reshape(-1)
+    return out

@@ -283,7 +283,15 @@ def ddtree_verify_step(
     # Verify host bound = the host's committed lengths + the N tree nodes (as DFLASH adds its block).
     batch.seq_lens_cpu = host_prefix + n
     batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
-    verify_forward_batch, _graph = verify_input.prepare_for_verify(batch, worker.target_worker)
+    verify_forward_batch, on_graph = verify_input.prepare_for_verify(batch, worker.target_worker)
+    if not on_graph and not worker._ddtree_warned_eager:
+        worker._ddtree_warned_eager = True
+        logger.warning(
+            "DDTREE verify: a batch of %d requests x %d tree nodes has no captured CUDA graph "
+            "(graphs off, or a batch size past the captured ones); it and such batches run eager.",
+            bs,
+            n,
+        )
     batch.seq_lens_cpu = seq_lens_cpu_backup
     batch.seq_lens_sum = seq_lens_sum_backup
     target_out = worker.target_worker.forward_batch_generation(
@@ -380,7 +388,7 @@ def ddtree_verify_step(
         if worker.ps.tp_rank == 0:
             logger.info(
                 "DDTREE verify step %d: bs=%d tree_nodes_per_request=%d budget=%d topk=%d "
-                "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s verify=%s",
+                "max_depth=%d accepted_drafts_mean=%.3f recurrent_state=%s verify=%s cuda_graph=%s",
                 worker._ddtree_steps,
                 bs,
                 n,
@@ -391,6 +399,7 @@ def ddtree_verify_step(
                 # hybrid: per node from its parent, the accepted node's committed; dense: none
                 "tree" if worker._need_mamba_verify_commit else "none",
                 "sampling" if sampled else "greedy",
+                on_graph,
             )
 
     next_draft_input = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
@@ -428,38 +437,22 @@ def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes,
 
     The verify forward kept one ssm state and conv window per node (intermediate_ssm /
     intermediate_conv_window, each node continuing from its parent); the backend's commit copies the
-    snapshot at the given step into the request's state. One host read of the accepted paths and the
-    prefixes (prefixes: [bs] device tensor of committed lengths).
+    snapshot at the given step into the request's state. The node choices are array operations on the
+    device (ddtree_tree.commit_arrays), no host read (prefixes: [bs] device tensor of committed lengths).
     """
     from sglang.srt.runtime_context import get_exec
 
     bs = int(accept_drafts.shape[0])
-    device = accept_drafts.device
-    host = (
-        torch.cat(
-            (
-                accept_index.to(torch.int64),
-                accept_drafts.to(torch.int64).view(bs, 1),
-                prefixes.to(torch.int64).view(bs, 1),
-            ),
-            dim=1,
-        )
-        .cpu()
-        .tolist()
-    )
-    rows = [row[:-2] for row in host]
-    drafts = [row[-2] for row in host]
-    prefixes = [row[-1] for row in host]
-    nodes = ddtree_utils.commit_nodes(rows, drafts, budget)
-    steps_to_track = None
+    interval = 0
     if batch.mamba_track_indices is not None:
         interval = int(get_exec().mamba.mamba_track_interval)
-        steps_to_track = torch.tensor(
-            ddtree_utils.track_nodes(rows, drafts, budget, prefixes, interval), dtype=torch.int64, device=device
-        )
+    # On the device (no host read): ddtree_utils.commit_nodes / track_nodes as array ops.
+    chosen = ddtree_tree.commit_arrays(accept_index, accept_drafts, budget, prefix_lens=prefixes, interval=interval)
+    nodes = chosen["nodes"]
+    steps_to_track = chosen.get("track")
     model_runner = worker.target_worker.model_runner
     model_runner.attn_backend.update_mamba_state_after_mtp_verify(
-        last_correct_step_indices=torch.tensor(nodes, dtype=torch.int64, device=device),
+        last_correct_step_indices=nodes,
         mamba_track_indices=batch.mamba_track_indices,
         mamba_steps_to_track=steps_to_track,
         model=model_runner.model,
@@ -473,6 +466,7 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
         return None
     config = ddtree_utils.resolve_ddtree_config(int(worker.block_size))
     worker._ddtree_steps = 0
+    worker._ddtree_warned_eager = False
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
     return config
