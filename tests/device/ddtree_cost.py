@@ -104,8 +104,10 @@ def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
     if run == "dflash":
         return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DFLASH",
                 *spec], {}  # fmt: skip
-    # DDTREE: the set turns decode graphs off by itself (the decode lines say so).
-    return [*common, "--speculative-algorithm", "DDTREE", *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}
+    # DDTREE: graphs as DFLASH's (the set captures the target's verify at the tree's width N with triton
+    # attention; a decode line says cuda graph False where a batch ran eager).
+    return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DDTREE",
+            *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}  # fmt: skip
 
 
 def decode_steps(text):
