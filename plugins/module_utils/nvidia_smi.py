@@ -3,7 +3,8 @@
 """Parse ``nvidia-smi`` output into per-GPU facts with a health verdict.
 
 Pure functions, stdlib only: the module ``specdec.sglang.nvidia_gpu_facts`` runs
-nvidia-smi and hands the text here; unit tests feed real and constructed outputs.
+nvidia-smi (through its ``run_command``, bounded by coreutils ``timeout``: ``run_bounded``) and
+hands the text here; unit tests feed real and constructed outputs.
 
 Inputs understood:
 - ``--query-gpu=<fields> --format=csv[,noheader][,nounits]``: one row per GPU; a GPU
@@ -21,10 +22,7 @@ transcript recorded without the field), never guessed from the product name.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 
@@ -653,43 +651,43 @@ def host_problems(
 # --- running nvidia-smi within one time budget --------------------------------------------
 
 
-def run_bounded(argv: list[str], timeout_s: float, popen=subprocess.Popen, killpg=os.killpg) -> dict:
-    """Run ``argv`` for at most ``timeout_s`` seconds in its own process group.
+# coreutils ``timeout``: exit 124 when the command ran out of time (TERM), 137 when it had to be KILLed
+# after --kill-after, 127 when the command could not be found.
+TIMED_OUT_EXIT = (124, 137)
+NOT_FOUND_EXIT = 127
+KILL_AFTER_S = 2
 
-    On timeout the whole group is killed (a hung nvidia-smi can have children that would
-    outlive it) and reaped. Returns ``{rc, stdout, stderr, timed_out, missing}``.
+
+def bounded_argv(argv: list[str], timeout_s: float) -> list[str]:
+    """``argv`` under coreutils ``timeout``: TERM to the command's whole process group after ``timeout_s``
+    (a hung nvidia-smi can have children that would outlive it), KILL ``KILL_AFTER_S`` later."""
+    return ["timeout", f"--kill-after={KILL_AFTER_S}", f"{timeout_s:.3f}", *argv]
+
+
+def run_bounded(argv: list[str], timeout_s: float, run_command) -> dict:
+    """Run ``argv`` for at most ``timeout_s`` seconds: ``{rc, stdout, stderr, timed_out, missing}``.
+
+    ``run_command(argv) -> (rc, stdout, stderr)`` is ``AnsibleModule.run_command`` in a module (or a
+    callable with its contract); the bound is coreutils ``timeout`` around ``argv``.
     """
     if timeout_s <= 0:
         return {"rc": None, "stdout": "", "stderr": "", "timed_out": True, "missing": False}
     try:
-        proc = popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        return {"rc": None, "stdout": "", "stderr": f"{argv[0]}: not found", "timed_out": False, "missing": True}
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, err = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = "", ""
+        rc, out, err = run_command(bounded_argv(argv, timeout_s))
+    except OSError as exc:  # a run_command that raises for a program it cannot find
+        return {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "missing": True}
+    if rc in TIMED_OUT_EXIT:
         return {"rc": None, "stdout": out or "", "stderr": err or "", "timed_out": True, "missing": False}
-    return {"rc": proc.returncode, "stdout": out, "stderr": err, "timed_out": False, "missing": False}
+    if rc == NOT_FOUND_EXIT:
+        return {"rc": None, "stdout": "", "stderr": f"{argv[0]}: not found", "timed_out": False, "missing": True}
+    return {"rc": rc, "stdout": out, "stderr": err, "timed_out": False, "missing": False}
 
 
-def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic) -> dict:
+def collect(binary: str, timeout_s: float, run=None, clock=time.monotonic, *, run_command=None) -> dict:
     """Run the three nvidia-smi calls within ``timeout_s`` seconds in total.
+
+    Each call is ``run(argv, timeout_left_s)``, by default ``run_bounded`` over ``run_command``
+    (``AnsibleModule.run_command``); one of the two must be given.
 
     Returns ``{query, xml, apps, commands, host_errors, unsupported_fields}``: the outputs (``None``
     when a call did not run or failed), the exit status per call, whole-host errors
@@ -697,6 +695,13 @@ def collect(binary: str, timeout_s: float, run=run_bounded, clock=time.monotonic
     refused (``compute_cap`` on older drivers: the query ran again without them). After a hang no
     further call is made: the GPU that hangs one call hangs the next.
     """
+    if run is None:
+        if run_command is None:
+            raise TypeError("nvidia_smi.collect needs run_command (AnsibleModule.run_command) or run")
+
+        def run(argv, left_s):
+            return run_bounded(argv, left_s, run_command)
+
     deadline = clock() + timeout_s
     calls = (
         ("query_gpu", [f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,nounits"]),

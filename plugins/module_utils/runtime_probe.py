@@ -5,7 +5,8 @@
 The programs that run inside the venv live in venv_probe.py (stdlib only), run as
 ``<venv>/bin/python -c <its source> JSON``; they print one JSON document between marker lines so
 that warnings printed by imported packages cannot corrupt the result. Result parsing and failure
-classification here are pure.
+classification here are pure. The venv's Python is run through the caller's ``run_command`` (in a
+module ``command_runner(module)``, i.e. ``AnsibleModule.run_command``), bounded by coreutils ``timeout``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 
 from ansible_collections.specdec.sglang.plugins.module_utils import venv_probe
@@ -104,41 +104,53 @@ def _classify_crash(stderr: str) -> str:
     return "cuda_error" if "cuda" in text else "probe_crashed"
 
 
+# coreutils ``timeout``: 124 the command ran out of time (TERM), 137 it was KILLed after --kill-after;
+# 126 / 127 the command could not be run / found.
+TIMED_OUT_EXIT = (124, 137)
+CANNOT_RUN_EXIT = (126, 127)
+KILL_AFTER_S = 5
+
+
+def command_runner(module):
+    """``run_command(argv, environ_update)`` over ``module.run_command`` (no ``~`` / ``$VAR`` expansion:
+    the program source travels on the command line)."""
+
+    def run_command(argv, environ_update):
+        return module.run_command(argv, environ_update=environ_update, expand_user_and_vars=False)
+
+    return run_command
+
+
 def run_python(
-    python: str, source: str, arg: dict, *, env: dict | None = None, timeout_s: float = 120, runner=None
+    python: str, source: str, arg: dict, *, run_command, env: dict | None = None, timeout_s: float = 120
 ) -> dict:
-    """Run ``python -c source json(arg)`` with a timeout: {rc, stdout, stderr, timed_out, elapsed_s}."""
-    runner = runner or subprocess.run
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    """Run ``python -c source json(arg)`` for at most ``timeout_s`` s: {rc, stdout, stderr, timed_out, elapsed_s}.
+
+    ``run_command(argv, environ_update) -> (rc, stdout, stderr)`` (``command_runner(module)``); the bound
+    is coreutils ``timeout`` around the interpreter (TERM to its process group, KILL ``KILL_AFTER_S`` later).
+    """
+    update = dict(env or {})
+    if "PYTHONDONTWRITEBYTECODE" not in os.environ:
+        update.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    argv = ["timeout", f"--kill-after={KILL_AFTER_S}", f"{timeout_s}", python, "-c", source, json.dumps(arg)]
     started = time.monotonic()
     try:
-        done = runner(
-            [python, "-c", source, json.dumps(arg)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=full_env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return {
-            "rc": None,
-            "stdout": _text(exc.stdout),
-            "stderr": _text(exc.stderr),
-            "timed_out": True,
-            "elapsed_s": round(time.monotonic() - started, 3),
-        }
+        rc, out, err = run_command(argv, update)
     except OSError as exc:
         return {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "elapsed_s": 0.0, "os_error": True}
-    return {
-        "rc": done.returncode,
-        "stdout": done.stdout,
-        "stderr": done.stderr,
-        "timed_out": False,
-        "elapsed_s": round(time.monotonic() - started, 3),
-    }
+    elapsed = round(time.monotonic() - started, 3)
+    if rc in TIMED_OUT_EXIT:
+        return {"rc": None, "stdout": _text(out), "stderr": _text(err), "timed_out": True, "elapsed_s": elapsed}
+    if rc in CANNOT_RUN_EXIT:
+        return {
+            "rc": None,
+            "stdout": "",
+            "stderr": _text(err),
+            "timed_out": False,
+            "elapsed_s": elapsed,
+            "os_error": True,
+        }
+    return {"rc": rc, "stdout": out, "stderr": err, "timed_out": False, "elapsed_s": elapsed}
 
 
 def _text(value) -> str:
@@ -149,10 +161,12 @@ def _text(value) -> str:
     return value
 
 
-def probe_venv(python: str, manifest: list[dict], timeout_s: float = 120, runner=None, env: dict | None = None) -> dict:
+def probe_venv(
+    python: str, manifest: list[dict], timeout_s: float = 120, *, run_command, env: dict | None = None
+) -> dict:
     """Versions and imports of the manifest packages, as seen by the venv's own Python."""
     spec = {"program": "packages", "packages": [{"name": e["name"], "import": e.get("import") or ""} for e in manifest]}
-    done = run_python(python, PROBE_PROGRAM, spec, env=env, timeout_s=timeout_s, runner=runner)
+    done = run_python(python, PROBE_PROGRAM, spec, env=env, timeout_s=timeout_s, run_command=run_command)
     if done.get("os_error"):
         raise ProbeError(f"cannot run {python}: {done['stderr']}")
     if done["timed_out"]:
@@ -169,10 +183,10 @@ def cuda_check(
     python: str,
     gpu_uuids: list[str],
     *,
+    run_command,
     timeout_s: float = 120,
     size: int = 512,
     tolerance: float = 1e-2,
-    runner=None,
 ) -> list[dict]:
     """Run the matmul check once per GPU, each in its own process seeing only that GPU."""
     results = []
@@ -183,7 +197,7 @@ def cuda_check(
             {"program": "cuda", "size": size, "tolerance": tolerance},
             env={"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
             timeout_s=timeout_s,
-            runner=runner,
+            run_command=run_command,
         )
         try:
             parsed = parse_probe_output(done["stdout"])

@@ -76,8 +76,9 @@ options:
   timeout_s:
     description:
       - Seconds the whole gathering may take, all nvidia-smi calls together (a lost GPU can make it hang).
-      - A call still running at the end is killed with its whole process group, no further call is made,
-        and the host gets the problem C(nvidia_smi_hang).
+      - A call still running at the end is killed with its whole process group (coreutils C(timeout) around
+        each call sends TERM, then KILL 2 s later), no further call is made, and the host gets the problem
+        C(nvidia_smi_hang).
     type: int
     default: 60
 notes:
@@ -211,9 +212,10 @@ ARGUMENT_SPEC = {
 }
 
 
-def facts_and_selection(p: dict, run_collect=collect) -> dict:
-    """Everything the module returns, from its parameters; ``run_collect`` runs nvidia-smi."""
-    calls = run_collect(p["nvidia_smi"], p["timeout_s"])
+def facts_and_selection(p: dict, run_command, run_collect=collect) -> dict:
+    """Everything the module returns, from its parameters; ``run_collect`` runs nvidia-smi through
+    ``run_command`` (``AnsibleModule.run_command``)."""
+    calls = run_collect(p["nvidia_smi"], p["timeout_s"], run_command=run_command)
     if calls["query"] is None and calls["xml"] is None:
         result = {"gpus": [], "driver_version": None, "driver_cuda_version": None, "attached_gpus": 0}
         result["host_errors"] = list(calls["host_errors"])
@@ -271,7 +273,7 @@ def facts_and_selection(p: dict, run_collect=collect) -> dict:
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        output = facts_and_selection(module.params)
+        output = facts_and_selection(module.params, module.run_command)
     except NvidiaSmiParseError as exc:
         module.fail_json(msg=f"cannot parse nvidia-smi output: {exc}")
     for warning in output["host_warnings"]:

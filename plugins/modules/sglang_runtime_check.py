@@ -173,6 +173,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest im
 )
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (  # noqa: E402
     ProbeError,
+    command_runner,
     cuda_check,
     probe_venv,
 )
@@ -204,7 +205,7 @@ def _verify(module):
     names = {normalize_name(e["name"]) for e in manifest}
     probe_list = manifest + [e for e in extra if normalize_name(e["name"]) not in names]
     try:
-        probe = probe_venv(p["python"], probe_list, timeout_s=p["timeout_s"])
+        probe = probe_venv(p["python"], probe_list, timeout_s=p["timeout_s"], run_command=command_runner(module))
     except ProbeError as exc:
         module.fail_json(msg=f"venv probe failed with {p['python']}: {exc}", ok=False)
     comparison = compare(probe_list, probe, cuda_version=p["cuda_version"] or None)
@@ -232,7 +233,9 @@ def _verify(module):
     if p["cuda_check"]:
         if not p["gpu_uuids"]:
             module.fail_json(msg="cuda_check=true needs gpu_uuids", **output)
-        checks = cuda_check(p["python"], p["gpu_uuids"], timeout_s=p["cuda_timeout_s"])
+        checks = cuda_check(
+            p["python"], p["gpu_uuids"], timeout_s=p["cuda_timeout_s"], run_command=command_runner(module)
+        )
         output["cuda_checks"] = checks
         for check in checks:
             if not check["ok"]:
