@@ -14,7 +14,8 @@ import re
 import urllib.parse
 
 import yaml
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
@@ -69,45 +70,32 @@ def fetch_index_metadata(index_url: str, name: str, version: str, opener=open_ur
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(
-        (
-            "sglang",
-            "manifest",
-            "python_version",
-            "cuda_version",
-            "index_url",
-            "algorithm",
-            "attention_backend",
-            "patch_sets",
-            "patchset_root",
-            "runtime_root",
-            "unit_name",
-            "config_dir",
-            "cache_dir",
-            "disk_path",
-            "gpus_wanted",
-            "reference_venv",
-            "extra_wheels",
-            "plan",
-            "target_config",
-            "target_config_path",
-            "release_python",
-            "core_sources",
-            "reference_venv_report",
-        )
-    )
+    _VALID_ARGS = frozenset((*deploy_plan.INPUT_VARIABLES, "patchset_root", "facts"))
+
+    def _inputs(self, task_vars: dict) -> dict:
+        """Every input of the plan: the task's own arguments, else the variable that sets it, else its absent value."""
+        inputs = {}
+        for name, (variable, absent) in deploy_plan.INPUT_VARIABLES.items():
+            if name in self._task.args:
+                value = self._task.args[name]
+            elif variable in task_vars:
+                try:
+                    value = self._templar.template(task_vars[variable])
+                except AnsibleUndefinedVariable:
+                    value = absent  # built from a variable of a role that is not loaded
+            else:
+                value = absent
+            if name in deploy_plan.BOOLEAN_INPUTS:
+                value = boolean(value, strict=False)
+            if value is not None:
+                inputs[name] = value
+        inputs["patchset_root"] = self._task.args.get("patchset_root")
+        return inputs
 
     def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        args = dict(self._task.args)
-        if "target_config" in args:
-            return self._check_target(result, args)
-        if "reference_venv_report" in args:
-            return self._check_reference_venv(result, args)
-        if "release_python" in args:
-            release = deploy_plan.release_of(args.get("plan") or {}, dict(args["release_python"] or {}))
-            result.update(changed=False, msg=f"release {release['release_id']} at {release['release_dir']}", **release)
-            return result
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        args = self._inputs(task_vars)
         explicit = None
         if args.get("patch_sets") is not None:
             explicit = []
@@ -130,19 +118,25 @@ class ActionModule(ActionBase):
             # The roles' own validation names the variable and what is allowed; no plan before that.
             result.update(changed=False, skipped=True, msg=f"no plan yet: {deferred} is checked by its role")
             return result
-        inputs = dict(args, explicit_patch_sets=explicit)
-        built = deploy_plan.build_plan(
-            inputs,
+        facts = self._task.args.get("facts")
+        built = deploy_plan.plan(
+            dict(args, explicit_patch_sets=explicit),
             known,
             available_patch_sets(str(args.get("patchset_root") or os.path.join(COLLECTION, "patchsets"))),
             wheel_metadata,
+            facts=facts,
             fetch_index_metadata=fetch_index_metadata,
         )
         result.update(changed=False, plan=built["plan"], errors=built["errors"], warnings=built["warnings"])
+        host = self._task_vars_host(task_vars) if facts is not None else ""
         if built["errors"]:
             result["failed"] = True
+            what = f"The deploy plan{' of ' + host if host else ''} is refused"
+            if ((built["plan"].get("host") or {}).get("reference_venv") or {}).get("errors"):
+                # What an operator most often meets here, named first (the other problems of the host follow).
+                what = f"The reference venv {built['plan']['reference_venv']} contradicts the plan"
             result["msg"] = (
-                f"The deploy plan is refused ({len(built['errors'])} problem(s); nothing was done on any host): "
+                f"{what} ({len(built['errors'])} problem(s); nothing was built or changed on any host): "
                 + " | ".join(built["errors"])
             )
             return result
@@ -154,34 +148,15 @@ class ActionModule(ActionBase):
             f"{plan['sglang']['requires_source']}), {plan['coherence']['checked']} requirement(s) of the manifest hold,"
             f" patch sets: {sets}, runtime proven: {plan['runtime'].get('proven')}"
         )
-        return result
-
-    def _check_reference_venv(self, result, args):
-        checked = deploy_plan.check_reference_venv(args.get("plan") or {}, args.get("reference_venv_report") or {})
-        result.update(changed=False, **checked)
-        venv = (args.get("reference_venv_report") or {}).get("venv") or "(unset)"
-        if checked["errors"]:
-            result["failed"] = True
-            result["msg"] = (
-                f"The reference venv {venv} contradicts the plan ({len(checked['errors'])} problem(s);"
-                " nothing was built): " + " | ".join(checked["errors"])
-            )
-        else:
-            result["msg"] = f"reference venv {venv}: {checked['checked']} version(s) and requirement(s) hold" + (
-                "; " + "; ".join(checked["notes"]) if checked["notes"] else ""
+        if "host" in plan:
+            release = plan["host"]["release"]
+            state = "to be built" if release["build"] else "complete, nothing to build"
+            result["msg"] += (
+                f"; {host}: release {release['release_id']} ({state}),"
+                f" GPUs {', '.join(plan['host']['gpus']['uuids']) or 'none (no GPU checks)'}"
             )
         return result
 
-    def _check_target(self, result, args):
-        checked = deploy_plan.check_target(
-            args.get("plan") or {},
-            args.get("target_config") or {},
-            str(args.get("target_config_path") or "config.json"),
-        )
-        result.update(changed=False, **checked)
-        if checked["error"]:
-            result["failed"] = True
-            result["msg"] = checked["error"] + " (nothing was built)"
-        else:
-            result["msg"] = f"target architecture {checked['architecture']}: served by the plan's patch sets"
-        return result
+    @staticmethod
+    def _task_vars_host(task_vars):
+        return str((task_vars or {}).get("inventory_hostname") or "")

@@ -32,10 +32,18 @@ import json
 import os
 import posixpath
 
-from ansible_collections.specdec.sglang.plugins.module_utils import runtime_coherence
+from ansible_collections.specdec.sglang.plugins.module_utils import (
+    failure_classifier,
+    port_owner,
+    runtime_coherence,
+    validation_rules,
+)
+from ansible_collections.specdec.sglang.plugins.module_utils.disk_space import disk_free_verdict
+from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import find_gpu, select_gpus
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
+from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import assess_host
 from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
-from ansible_collections.specdec.sglang.plugins.module_utils.release import release_dir, releases_dir
+from ansible_collections.specdec.sglang.plugins.module_utils.release import build_decision, release_dir, releases_dir
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
     SOURCES,
@@ -53,6 +61,43 @@ DIMENSION_VARIABLES = {
     "attention_backends": "sglang_service_attention_backend",
 }
 KNOWN_RUNTIMES_FILE = "roles/sglang_runtime/files/known_runtimes.yml"
+# Each input of the plan and the variable that sets it, with the value the plan takes when the variable is not
+# set (its role is not loaded: the check it feeds is then not made). The action reads them from the play; a task
+# may pass an input itself. The one place where the plan's inputs are named.
+INPUT_VARIABLES = {
+    "sglang": ("sglang_runtime_sglang", {}),
+    "manifest": ("sglang_runtime_manifest", []),
+    "core_sources": ("sglang_runtime_core_sources", {}),
+    "python_version": ("sglang_runtime_python_version", ""),
+    "python_interpreter": ("sglang_runtime_python_interpreter", ""),
+    "python_downloads": ("sglang_runtime_python_downloads", False),
+    "cuda_version": ("sglang_runtime_cuda_version", ""),
+    "index_url": ("sglang_runtime_index_url", ""),
+    "ca_bundle": ("sglang_runtime_ca_bundle", ""),
+    "uv_version": ("sglang_runtime_uv_version", ""),
+    "reference_venv": ("sglang_runtime_reference_venv", ""),
+    "extra_wheels": ("sglang_runtime_extra_wheels", []),
+    "runtime_root": ("sglang_runtime_root", ""),
+    "algorithm": ("sglang_service_speculative_algorithm", ""),
+    "attention_backend": ("sglang_service_attention_backend", ""),
+    "unit_name": ("sglang_service_unit_name", ""),
+    "config_dir": ("sglang_service_config_dir", ""),
+    "cache_dir": ("sglang_service_cache_dir", ""),
+    "tp_size": ("sglang_service_tp_size", 0),
+    "patch_sets": ("sglang_deploy_patch_sets", None),
+    "disk_path": ("sglang_preflight_disk_path", ""),
+    "min_free_disk_gb": ("sglang_preflight_min_free_disk_gb", 0),
+    "gpu_checks": ("sglang_preflight_gpu_checks", False),
+    "gpus": ("sglang_preflight_gpus", []),
+    "gpu_count": ("sglang_preflight_gpu_count", 0),
+    "excluded_gpus": ("sglang_preflight_excluded_gpus", []),
+    "allow_busy": ("sglang_preflight_allow_busy_gpus", False),
+    "expected_gpu_count": ("sglang_preflight_expected_gpu_count", 0),
+    "expected_gpu_name": ("sglang_preflight_expected_gpu_name", ""),
+    "required_cuda_version": ("sglang_preflight_required_cuda_version", ""),
+    "port_check": ("sglang_preflight_port_check", False),
+}
+BOOLEAN_INPUTS = ("python_downloads", "gpu_checks", "allow_busy", "port_check")
 # Where a core package derived from a known runtime may come from (a wheelhouse needs a wheel and its sha256).
 CORE_SOURCES = tuple(s for s in SOURCES if s != "wheelhouse")
 
@@ -73,9 +118,15 @@ def deferred_inputs(args: dict) -> str:
 # --- paths ------------------------------------------------------------------------------------
 
 
-def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str) -> dict:
+def service_unit(unit_name: str) -> str:
+    """The systemd unit of the service (``<sglang_service_unit_name>.service``), "" without a name."""
+    return f"{unit_name}.service" if unit_name else ""
+
+
+def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str, *, uv_version: str = "") -> dict:
     """Every path the deploy writes or reads, from the variables that own them."""
-    unit = f"{unit_name}.service" if unit_name else ""
+    unit = service_unit(unit_name)
+    uv_tool_dir = posixpath.join(root, "tools", f"uv-{uv_version}") if uv_version else ""
     return {
         "root": root,
         "releases": releases_dir(root),
@@ -84,6 +135,8 @@ def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path:
         "tools": posixpath.join(root, "tools"),
         "model_manifests": posixpath.join(root, "state", "model-manifests"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
+        "uv_tool_dir": uv_tool_dir,
+        "uv": posixpath.join(uv_tool_dir, "bin", "uv") if uv_tool_dir else "",
         "unit": f"/etc/systemd/system/{unit}" if unit else "",
         "env": posixpath.join(config_dir, f"{unit_name}.env") if unit and config_dir else "",
         "config": posixpath.join(config_dir, f"{unit_name}.yaml") if unit and config_dir else "",
@@ -506,6 +559,12 @@ def build_plan(
         "manifest_derived": derived["derived"],
         "manifest_by_source": manifest_by_source(manifest),
         "python_version": str(inputs.get("python_version") or ""),
+        "python_argv0": python_argv0(
+            str(inputs.get("python_interpreter") or ""), str(inputs.get("python_version") or "")
+        ),
+        "service_unit": service_unit(str(inputs.get("unit_name") or "")),
+        # Files whose existence the host facts report (the build uses the CA bundle when it exists).
+        "host_files": {"ca_bundle": str(inputs.get("ca_bundle") or "")},
         "reference_venv": str(inputs.get("reference_venv") or ""),
         "coherence": {"checked": runtime.get("checked", 0), "accepted_conflicts": runtime.get("overridden", [])},
         "cuda_version": str(inputs.get("cuda_version") or ""),
@@ -513,14 +572,273 @@ def build_plan(
         "patch_sets": [{"name": r["name"], "dir": r["dir"], "serves": r["serves"]} for r in chosen["chosen"]],
         "patch_set_dirs": [r["dir"] for r in chosen["chosen"]],
         "target_checks": target_checks(chosen["chosen"]),
-        "gpus_wanted": int(inputs.get("gpus_wanted") or 0),
+        "gpus_wanted": gpus_wanted(inputs.get("gpus"), inputs.get("gpu_count"), inputs.get("tp_size")),
         "paths": paths(
             str(inputs.get("runtime_root") or ""),
             str(inputs.get("unit_name") or ""),
             str(inputs.get("config_dir") or ""),
             str(inputs.get("cache_dir") or ""),
             str(inputs.get("disk_path") or ""),
+            uv_version=str(inputs.get("uv_version") or ""),
         ),
     }
     errors = manifest_errors + controller["errors"] + runtime["errors"] + chosen["errors"]
     return {"plan": plan, "errors": errors, "warnings": runtime.get("overridden", [])}
+
+
+# --- the host: the plan completed with what the host is (host_facts) ----------------------------
+
+# The variables that set the host inputs (the messages name them).
+PYTHON_VARIABLES = "sglang_runtime_python_interpreter / sglang_runtime_python_version"
+
+
+def gpus_wanted(gpus, gpu_count, tp_size) -> int:
+    """The GPU count the service gets (``validation_rules.gpus_wanted``, its one formula); a tp size of 0 (the
+    service role not loaded) counts as 1."""
+    return validation_rules.gpus_wanted(list(gpus or []), int(gpu_count or 0), int(tp_size or 1))
+
+
+def python_argv0(interpreter: str, version: str) -> str:
+    """The Python the release venv is made from: the interpreter, else ``python<version>`` on PATH."""
+    return interpreter or f"python{version}"
+
+
+def plan_python(inputs: dict, facts: dict) -> tuple[dict, list]:
+    """``({version, argv0, found}, errors)``: the host's Python against ``python_version``."""
+    wanted = str(inputs.get("python_version") or "")
+    interpreter = str(inputs.get("python_interpreter") or "")
+    read = facts.get("python") or {}
+    argv0 = read.get("argv0") or python_argv0(interpreter, wanted)
+    errors = []
+    found = bool(read.get("found"))
+    version = str(read.get("version") or "")
+    downloads = bool(inputs.get("python_downloads")) and not interpreter
+    if not found and not downloads:
+        errors.append(
+            f"{argv0}: not found; sglang_runtime_python_version={wanted} expected; set"
+            f" sglang_runtime_python_interpreter to a Python {wanted} or allow downloads"
+            " (sglang_runtime_python_downloads=true)"
+        )
+    elif found and not version.startswith(wanted + "."):
+        errors.append(
+            f"{argv0}: is Python {version}, sglang_runtime_python_version={wanted} expected; set"
+            f" sglang_runtime_python_interpreter to a Python {wanted} or allow downloads"
+            " (sglang_runtime_python_downloads=true)"
+        )
+    return {"version": version if found else wanted, "argv0": argv0, "found": found}, errors
+
+
+def plan_gpus(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list, list]:
+    """``(gpus, errors, warnings)``: the host's GPUs judged (``nvidia_smi.assess_host``) and chosen
+    (``gpu_selection.select_gpus``) for ``gpus_wanted`` GPUs. Without GPU checks: none, and said so."""
+    read = facts.get("gpus") or {}
+    if not inputs.get("gpu_checks") or not read.get("read"):
+        return {"checked": False, "uuids": [], "indices": [], "gpus": [], "driver": {}}, [], []
+    gpus = read.get("gpus") or []
+    exclude = [str(g) for g in inputs.get("excluded_gpus") or []]
+    verdict = assess_host(
+        read,
+        expected_count=int(inputs.get("expected_gpu_count") or 0) or None,
+        expected_name=str(inputs.get("expected_gpu_name") or "") or None,
+        min_cuda_version=str(inputs.get("required_cuda_version") or "") or None,
+        excluded_gpus=[g for g in (find_gpu(gpus, ident) for ident in exclude) if g is not None],
+    )
+    errors, warnings = [], [w["message"] for w in verdict["warnings"]]
+    for field in read.get("unsupported_fields") or []:
+        warnings.append(
+            f"this nvidia-smi does not know the query field {field} (an older driver): every GPU's compute_capability"
+            " is null, so nothing can check the release's compiled GPU code against the GPUs; a newer driver reports it"
+        )
+    if verdict["problems"]:
+        health = "; ".join(
+            f"GPU {g.get('index')}: "
+            + (
+                "ok"
+                if (g.get("health") or {}).get("usable")
+                else ", ".join((g.get("health") or {}).get("reasons") or [])
+            )
+            for g in gpus
+        )
+        errors.append(
+            "GPU preflight failed: "
+            + "; ".join(f"[{p['class']}] {p['message']}" for p in verdict["problems"])
+            + f" (sglang_preflight_expected_gpu_count={inputs.get('expected_gpu_count')},"
+            f" sglang_preflight_expected_gpu_name={json.dumps(inputs.get('expected_gpu_name') or '')},"
+            f" sglang_preflight_required_cuda_version={inputs.get('required_cuda_version')}). GPU health: {health}"
+        )
+    select = [str(g) for g in inputs.get("gpus") or []]
+    wanted = int(plan.get("gpus_wanted") or 0)
+    selection = select_gpus(
+        gpus, select=select, count=wanted or None, exclude=exclude, allow_busy=bool(inputs.get("allow_busy"))
+    )
+    if not selection["ok"] and not verdict["problems"]:
+        what = (
+            f"sglang_preflight_gpus={json.dumps(select)}"
+            if select
+            else f"automatic selection of {wanted} GPU(s) (sglang_preflight_gpu_count / sglang_service_tp_size,"
+            f" sglang_preflight_excluded_gpus={json.dumps(exclude)})"
+        )
+        errors.append(
+            f"{what} cannot be used: {'; '.join(selection['errors'])}. Pick other GPUs, free them, or set"
+            " sglang_preflight_allow_busy_gpus=true for busy ones"
+        )
+    chosen = set(selection["uuids"])
+    return (
+        {
+            "checked": True,
+            "uuids": selection["uuids"],
+            "indices": selection["indices"],
+            "gpus": gpus,
+            "selected": [g for g in gpus if g.get("uuid") in chosen],
+            "driver": {
+                "driver_version": read.get("driver_version"),
+                "driver_cuda_version": read.get("driver_cuda_version"),
+            },
+        },
+        errors,
+        warnings,
+    )
+
+
+def plan_models(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:
+    """``(models, errors)``: each model directory holds a config.json, and the target's architecture is one the
+    plan's patch sets serve (``check_target``)."""
+    models = facts.get("models") or {}
+    errors = []
+    for variable, model in sorted(models.items()):
+        if not model.get("exists"):
+            errors.append(
+                f"{variable}={model.get('path')}: {model.get('config_path')} not found; download the model there or"
+                f" point {variable} at the directory that holds it"
+            )
+        elif model.get("error"):
+            errors.append(
+                f"{variable}={model.get('path')}: {model.get('config_path')} is {model['error']}; the download may be"
+                " incomplete"
+            )
+    target = models.get("sglang_service_model_path") or {}
+    architecture = None
+    if plan.get("target_checks") and target.get("config") is not None:
+        checked = check_target(plan, target["config"], str(target.get("config_path") or "config.json"))
+        architecture = checked["architecture"]
+        if checked["error"]:
+            errors.append(checked["error"])
+    return {
+        "dirs": {variable: model.get("path") for variable, model in sorted(models.items())},
+        "target_architecture": architecture,
+    }, errors
+
+
+def plan_port(inputs: dict, facts: dict) -> tuple[dict, list, list]:
+    """``(port, errors, warnings)``: the port is free or held by the service's own unit (else port_in_use)."""
+    held = facts.get("port")
+    if not inputs.get("port_check") or held is None:
+        return {"checked": False}, [], []
+    if held.get("state") == "foreign":
+        return (
+            dict(held, checked=True, failure_class=port_owner.FAILURE_CLASS),
+            [
+                f"{port_owner.FAILURE_CLASS}: {held.get('reason')}; {inputs.get('unit_name') or 'the service'}.service"
+                f" was not started on it. hint: {failure_classifier.hint_for(port_owner.FAILURE_CLASS)}"
+            ],
+            [],
+        )
+    warnings = [held["reason"]] if held.get("state") == "unknown" else []
+    return dict(held, checked=True), [], warnings
+
+
+def plan_disk(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:
+    """``(disk, errors)``: free space where releases go (``disk_space.disk_free_verdict``)."""
+    read = facts.get("disk") or {}
+    if read.get("free_kib") is None:
+        return {"checked": False}, []
+    verdict = disk_free_verdict(plan["paths"]["disk_check"], read["free_kib"], inputs.get("min_free_disk_gb") or 0)
+    return dict(verdict, checked=True, measured_at=read.get("measured_at")), [] if verdict["ok"] else [verdict["msg"]]
+
+
+def plan_release(inputs: dict, facts: dict, plan: dict, python: dict) -> tuple[dict, list]:
+    """``(release, errors)``: the release of this host (id, directories), built or not (``release.build_decision``),
+    and the environment its build runs with."""
+    identity = release_of(
+        plan, {"version": python["version"], "interpreter": str(inputs.get("python_interpreter") or "")}
+    )
+    on_host = facts.get("release") or {}
+    complete = bool((on_host.get("releases") or {}).get(identity["release_id"]))
+    build, error = build_decision(identity["release_id"], complete=complete, current_release=on_host.get("current", ""))
+    errors = [error] if error else []
+    if on_host.get("record_error"):
+        errors.append(on_host["record_error"])
+    venv = facts.get("reference_venv") or {}
+    if build and plan["manifest_by_source"]["reference_venv"] and not venv.get("python_exists"):
+        errors.append(
+            f"sglang_runtime_reference_venv={plan['reference_venv']} has no bin/python; manifest entries with source"
+            " reference_venv are copied from there"
+        )
+    ca_bundle = str(inputs.get("ca_bundle") or "")
+    index_url = str(inputs.get("index_url") or "")
+    env = {
+        "UV_CACHE_DIR": plan["paths"]["uv_cache"],
+        "UV_PYTHON_DOWNLOADS": "automatic" if inputs.get("python_downloads") else "never",
+        # uv byte-compiles the venv: the service cannot write __pycache__ into its release (ProtectSystem=strict).
+        "UV_COMPILE_BYTECODE": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    if ca_bundle and (facts.get("files") or {}).get(ca_bundle):
+        env.update(SSL_CERT_FILE=ca_bundle, PIP_CERT=ca_bundle)
+    if index_url:
+        env.update(UV_INDEX_URL=index_url, PIP_INDEX_URL=index_url)
+    return dict(
+        identity,
+        complete=complete,
+        build=build,
+        current=on_host.get("current", ""),
+        record=on_host.get("record"),
+        python=python["version"],
+        env=env,
+    ), errors
+
+
+def plan_host(plan: dict, inputs: dict, facts: dict) -> dict:
+    """``{host, errors, warnings}``: every decision that needs the host, from the controller plan, the inputs and
+    the host facts (``host_facts.read_host``); every error at once."""
+    python, python_errors = plan_python(inputs, facts)
+    gpus, gpu_errors, gpu_warnings = plan_gpus(inputs, facts, plan)
+    models, model_errors = plan_models(inputs, facts, plan)
+    reference = {"errors": [], "checked": 0, "notes": []}
+    report = (facts.get("reference_venv") or {}).get("report")
+    if plan["manifest_by_source"]["reference_venv"] and report is not None:
+        reference = check_reference_venv(plan, report)
+    port, port_errors, port_warnings = plan_port(inputs, facts)
+    disk, disk_errors = plan_disk(inputs, facts, plan)
+    release, release_errors = plan_release(inputs, facts, plan, python)
+    host = {
+        "python": python,
+        "gpus": gpus,
+        "models": models,
+        "reference_venv": {"checked": reference["checked"], "notes": reference["notes"], "errors": reference["errors"]},
+        "port": port,
+        "disk": disk,
+        "release": release,
+        "unit": facts.get("unit") or {},
+    }
+    errors = python_errors + gpu_errors + model_errors + reference["errors"] + port_errors + disk_errors
+    return {"host": host, "errors": errors + release_errors, "warnings": gpu_warnings + port_warnings}
+
+
+def plan(inputs: dict, known: dict, available_sets, read_wheel_metadata, *, facts=None, **controller) -> dict:
+    """The deploy plan: ``{plan, errors, warnings}``, every decision or every error at once.
+
+    Without ``facts`` (the validation play: no host is contacted) the controller's decisions (``build_plan``);
+    with the host facts (``host_facts.read_host``) the plan of that host as well (``plan['host']``: release id
+    and whether it is built, Python, GPUs chosen, models, reference venv, port, disk, the build environment).
+    ``controller`` passes ``fetch_index_metadata`` and ``check_inputs`` on to ``build_plan``.
+    """
+    built = build_plan(inputs, known, available_sets, read_wheel_metadata, **controller)
+    if facts is None or built["errors"]:
+        return built
+    host = plan_host(built["plan"], inputs, facts)
+    return {
+        "plan": dict(built["plan"], host=host["host"]),
+        "errors": host["errors"],
+        "warnings": built["warnings"] + host["warnings"],
+    }

@@ -266,3 +266,106 @@ def test_validation_tasks_carry_no_fallback_defaults_of_their_role_variables(rol
             if pattern.search(line):
                 offenders.append(f"{validate.relative_to(REPO)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+# Derived values with one owner (issue 33): each is computed by its owner and handed on (the plan's `paths`,
+# validation_rules' release-id pattern and GPU count); a second derivation in roles/, plugins/ or playbooks/
+# fails here. The patterns match code (a path joined from its parts, a Jinja concatenation, a regex), not prose.
+DERIVED = {
+    "state/last_good": (
+        re.compile(r"""["']state["']\s*,\s*["']last_good["']|(\}\}|~\s*["'])/state/last_good"""),
+        {"plugins/module_utils/deploy_plan.py"},
+    ),
+    "current": (
+        re.compile(r"""["']current["']\s*\)|\}\}/current\b|~\s*["']/current\b"""),
+        {"plugins/module_utils/deploy_plan.py"},
+    ),
+    "uv paths": (
+        re.compile(
+            r"""["']tools["']\s*,\s*f?["']uv-|/tools/uv-(\{\{|["']\s*~)|["']/?cache/uv["']|["']cache["']\s*,\s*["']uv["']"""
+        ),
+        {"plugins/module_utils/deploy_plan.py"},
+    ),
+    "release-id pattern": (
+        re.compile(r"""\^\(?\[A-Za-z0-9(_-\]\[A-Za-z0-9)?\._-\]"""),
+        {"plugins/module_utils/validation_rules.py"},
+    ),
+    "GPU count": (
+        re.compile(
+            r"sglang_preflight_gpus\s*\|\s*length[^}]{0,200}?sglang_preflight_gpu_count|len\(gpus\)\s*or\s*gpu_count"
+        ),
+        {"plugins/module_utils/validation_rules.py"},
+    ),
+}
+# Second derivations that other files still carry (issue 33 names them; their owners' work removes them). A new
+# one fails the test; one that is gone may leave this list.
+NOT_YET = {
+    ("state/last_good", "playbooks/diagnose.yml"),
+    ("state/last_good", "plugins/modules/sglang_release.py"),
+    ("state/last_good", "roles/sglang_service/vars/main.yml"),
+    ("current", "playbooks/diagnose.yml"),
+    ("current", "plugins/modules/sglang_release.py"),
+    ("current", "roles/sglang_service/tasks/attempt.yml"),
+    ("current", "roles/sglang_service/templates/sglang-watch.json.j2"),
+    ("current", "roles/sglang_service/templates/sglang.env.j2"),
+    ("current", "roles/sglang_service/templates/sglang.service.j2"),
+    ("release-id pattern", "plugins/modules/sglang_release.py"),
+    # The GPU check alone (tasks_from: gpus, plays without a deploy plan); a deploy counts through the plan.
+    ("GPU count", "roles/sglang_preflight/tasks/gpus.yml"),
+}
+# The gateway's uv lives under its own root (sglang_gateway_root): its own owner.
+DERIVED_SCOPE = ("roles/", "plugins/", "playbooks/")
+DERIVED_OWN_TREES = {"uv paths": ("roles/sglang_gateway/",)}
+
+
+def _code_text(name: str, text: str) -> str:
+    """``text`` without comment lines, and for Python without the module docs (DOCUMENTATION, EXAMPLES, RETURN)."""
+    if name.endswith(".py"):
+        text = re.sub(r'^(DOCUMENTATION|EXAMPLES|RETURN) = r?"""(.|\n)*?"""', "", text, flags=re.M)
+    return "\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines())
+
+
+def derivations(name: str, text: str) -> list[tuple[str, str]]:
+    """(value, "name:line: code") of every derivation in ``text`` outside the value's owner."""
+    found = []
+    code = _code_text(name, text)
+    for value, (pattern, owners) in DERIVED.items():
+        if name in owners or name.startswith(DERIVED_OWN_TREES.get(value, ())):
+            continue
+        for match in pattern.finditer(code):
+            line = code.count("\n", 0, match.start()) + 1
+            found.append((value, f"{name}:{line}: {code.splitlines()[line - 1].strip()[:100]}"))
+    return found
+
+
+def test_paths_the_release_id_pattern_and_the_gpu_count_are_derived_only_by_their_owners():
+    offenders = []
+    for name in _tracked_files():
+        if not name.startswith(DERIVED_SCOPE) or name.endswith((".md", ".rst")) or "/files/" in name:
+            continue
+        for value, where in derivations(name, (REPO / name).read_text(errors="replace")):
+            if (value, name) not in NOT_YET:
+                offenders.append(f"{value}: {where}")
+    assert offenders == [], "derived outside its owner (take it from sglang_deploy_plan or the owner's function)"
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("state/last_good", 'state = os.path.join(root, "state", "last_good")'),
+        ("state/last_good", '_dir: "{{ sglang_runtime_root }}/state/last_good"'),
+        ("current", 'dest: "{{ sglang_runtime_root }}/current"'),
+        ("current", '"current_link": sglang_service_runtime_root ~ "/current",'),
+        ("current", 'link = posixpath.join(root, "current")'),
+        ("uv paths", 'uv: "{{ sglang_runtime_root }}/tools/uv-{{ sglang_runtime_uv_version }}/bin/uv"'),
+        ("uv paths", "cache: \"{{ sglang_runtime_root ~ '/cache/uv' }}\""),
+        ("uv paths", 'tool = posixpath.join(root, "tools", f"uv-{version}")'),
+        ("release-id pattern", 'RELEASE = re.compile(r"^[A-Za-z0-9._-]+$")'),
+        ("release-id pattern", "when: sglang_service_release_id is regex_search('^[A-Za-z0-9._-]+$')"),
+        ("GPU count", 'count: "{{ sglang_preflight_gpus | length or sglang_preflight_gpu_count | int }}"'),
+        ("GPU count", "wanted = len(gpus) or gpu_count or tp_size"),
+    ],
+)
+def test_the_owner_check_finds_a_second_derivation(value, code):
+    assert [v for v, _where in derivations("roles/sglang_other/tasks/x.yml", code + "\n")] == [value]
+    assert derivations("roles/sglang_other/tasks/x.yml", "# " + code + "\n") == []  # a comment describes
