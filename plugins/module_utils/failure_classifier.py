@@ -40,9 +40,10 @@ SIGNATURES = (
     # flashinfer-python without flashinfer-cubin on a host without a CUDA toolkit. Wordings:
     # flashinfer's "Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
     # torch's "CUDA_HOME environment variable is not set", a shell's "nvcc: not found", a raised
-    # FileNotFoundError for nvcc, or for ninja (the H200 record 2026-12-05-h200-deploy-command: flashinfer's
-    # gemma_rmsnorm built at the first prefill-graph capture, `ninja` not on the unit's PATH). Not sglang's warning "Cannot run `.../nvcc --version`: [Errno 2] ...",
-    # which it logs and survives (kernels/jit/utils/arch.py).
+    # FileNotFoundError for nvcc, or for ninja (the H200 record 2026-12-05-h200-deploy-command:
+    # flashinfer's gemma_rmsnorm built at the first prefill-graph capture, `ninja` not on the unit's
+    # PATH). Not sglang's warning "Cannot run `.../nvcc --version`: [Errno 2] ...", which it logs and
+    # survives (kernels/jit/utils/arch.py).
     Signature(
         "jit_compiler_missing",
         r"Could not find nvcc|CUDA_HOME environment variable is not set|\bnvcc: (?:command )?not found|"
