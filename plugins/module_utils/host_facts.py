@@ -62,7 +62,7 @@ class HostIO:
         return os.statvfs(path)
 
     def nvidia_smi(self, binary, timeout_s):
-        return nvidia_smi.collect(binary, timeout_s)
+        return nvidia_smi.collect(binary, timeout_s, run_command=self.run_command)
 
     def reference_venv(self, venv, names):
         return read_reference_venv(venv, names)

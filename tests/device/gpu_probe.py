@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -48,6 +49,16 @@ DEFAULT_MANIFEST = [
     {"name": "triton", "version": "3.6.0", "local": "", "import": "triton"},
     {"name": "sglang-kernel", "version": "0.4.10", "local": "", "import": "sgl_kernel"},
 ]
+
+
+def run_command(argv: list[str], environ_update: dict | None = None) -> tuple[int, str, str]:
+    """``AnsibleModule.run_command``'s contract for runtime_probe, outside a module (this harness)."""
+    env = dict(os.environ, **(environ_update or {}))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    except FileNotFoundError as exc:
+        raise OSError(f"{argv[0]}: not found") from exc
+    return done.returncode, done.stdout, done.stderr
 
 
 def run(binary: str, args: list[str], timeout_s: int = 60) -> tuple[int | None, str, str]:
@@ -112,7 +123,7 @@ def main(argv=None) -> int:
                 ok = False
     if args.mode in ("runtime", "all"):
         manifest = json.loads(pathlib.Path(args.manifest).read_text()) if args.manifest else DEFAULT_MANIFEST
-        probe = probe_venv(args.python, manifest, timeout_s=args.timeout)
+        probe = probe_venv(args.python, manifest, timeout_s=args.timeout, run_command=run_command)
         comparison = compare(manifest, probe, cuda_version=args.cuda_version)
         print(json.dumps({"probe": probe}, indent=2))
         print(format_table(comparison["rows"]))
@@ -122,7 +133,7 @@ def main(argv=None) -> int:
             uuids = args.gpu or [
                 g["uuid"] for g in (facts or {}).get("gpus", []) if g["health"]["usable"] and g["uuid"]
             ]
-            checks = cuda_check(args.python, uuids, timeout_s=args.timeout)
+            checks = cuda_check(args.python, uuids, timeout_s=args.timeout, run_command=run_command)
             print(json.dumps({"cuda_checks": checks}, indent=2))
             if not uuids or not all(c["ok"] for c in checks):
                 ok = False
