@@ -718,9 +718,11 @@ def plan_models(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:
             )
     target = models.get("sglang_service_model_path") or {}
     architecture = None
+    if target.get("config") is not None:
+        # known whatever the patch sets: the GPU code check needs it too (a hybrid target's run-time kernels)
+        architecture = architecture_of(target["config"])
     if plan.get("target_checks") and target.get("config") is not None:
         checked = check_target(plan, target["config"], str(target.get("config_path") or "config.json"))
-        architecture = checked["architecture"]
         if checked["error"]:
             errors.append(checked["error"])
     return {

@@ -184,7 +184,9 @@ class _Check:
         else:
             self.result["errors"].append(f"{label} needs {package}, which the manifest does not hold")
 
-    def flashinfer(self, capability: str, used_by: list[str]) -> None:
+    def flashinfer(self, capability: str, used_by: list[str], precompiled: list[str] | None = None) -> None:
+        """flashinfer's kernels for ``used_by``: precompiled (``precompiled``, default the package's list) in
+        the manifest, or compiled at run time with the host's nvcc; an error naming both ways otherwise."""
         if "flashinfer-python" not in self.pins:
             self.result["errors"].append(
                 f"{', '.join(used_by)} on {capability} needs flashinfer-python, which the manifest does not hold"
@@ -197,7 +199,8 @@ class _Check:
                 f"flashinfer-python {version} is not in the GPU code data: {users} on {capability} not checked"
             )
             return
-        brought = sorted(_names(self.manifest) & set(package.get("precompiled") or []))
+        holders = list(precompiled if precompiled is not None else package.get("precompiled") or [])
+        brought = sorted(_names(self.manifest) & set(holders))
         if brought:
             self.result["reasons"].append(
                 f"{capability}: flashinfer-python {version} ({users}) takes its kernels from"
@@ -209,14 +212,18 @@ class _Check:
                 f" {self.host_compiler} on the host"
             )
         else:
+            advice = (
+                " or choose backends without flashinfer (sglang_service_attention_backend: triton and"
+                " sglang_service_sampling_backend: pytorch, the roles' defaults)"
+                if precompiled is None
+                else ""
+            )
             self.result["errors"].append(
                 f"flashinfer-python {version} ({users} on compute capability {capability}) is pure Python:"
-                f" its kernels come from {' or '.join(package.get('precompiled') or [])} or are compiled at run"
+                f" its kernels come from {' or '.join(holders)} or are compiled at run"
                 " time by nvcc, and the manifest holds neither package and the host has no nvcc (PATH,"
-                f" CUDA_HOME/bin, /usr/local/cuda/bin). Add flashinfer-cubin=={version} to sglang_runtime_manifest,"
-                " install a CUDA toolkit on the host, or choose backends without flashinfer"
-                " (sglang_service_attention_backend: triton and sglang_service_sampling_backend: pytorch,"
-                " the roles' defaults, which the GPU records ran)"
+                f" CUDA_HOME/bin, /usr/local/cuda/bin). Add {holders[0] if holders else 'flashinfer-cubin'}=={version}"
+                f" to sglang_runtime_manifest or install a CUDA toolkit on the host{advice}"
             )
 
 
@@ -231,14 +238,18 @@ def check_gpu_code(
     tree: bool = False,
     readings: dict | None = None,
     host_compiler: str | None = None,
+    target_architecture: str = "",
 ) -> dict:
     """``{ok, reasons, errors, not_checked}`` for the manifest and backends on the GPUs' capabilities.
 
     ``attention_backend`` / ``sampling_backend``: the service's choices (``""``: sglang picks, as the data's
     ``attention_default`` and ``sampling_default`` say); ``extra_flags`` is read for ``--attention-backend``
-    only where ``attention_backend`` is empty.
+    only where ``attention_backend`` is empty. ``target_architecture`` (``dense`` / ``hybrid_gdn``, ``""``
+    unknown): the data's ``flashinfer_by_architecture`` names what of such a target runs flashinfer's kernels
+    whatever the backends (a hybrid target's RMSNorm).
     """
     check = _Check(manifest, data, readings, host_compiler)
+    by_architecture = (check.data.get("flashinfer_by_architecture") or {}).get(str(target_architecture or ""))
     known = sorted({str(c) for c in capabilities if c})
     if any(not c for c in capabilities):
         check.result["not_checked"].append(
@@ -263,6 +274,9 @@ def check_gpu_code(
             used_by.append(f"sampling backend flashinfer, {source}")
         if used_by:
             check.flashinfer(capability, used_by)
+        if by_architecture and "flashinfer-python" in check.pins:
+            user = str(by_architecture.get("user") or target_architecture)
+            check.flashinfer(capability, [user], precompiled=list(by_architecture.get("precompiled") or []))
     return dict(check.result, ok=not check.result["errors"])
 
 

@@ -56,6 +56,13 @@ options:
     description: Speculative decoding with topk > 1 (a DDTREE tree), which changes sglang's default backend.
     type: bool
     default: false
+  target_architecture:
+    description:
+      - The target's architecture from its config.json (C(dense), C(hybrid_gdn)); empty when not known.
+      - A hybrid target runs flashinfer's RMSNorm whatever the backends (the data's C(flashinfer_by_architecture)),
+        so flashinfer's kernels must be precompiled in the manifest or compiled on the host.
+    type: str
+    default: ""
   venv:
     description: A venv on the host whose libraries are read where they are at the manifest's version (the
       reference venv, or the release's venv). Empty or absent reads nothing.
@@ -140,6 +147,7 @@ ARGUMENT_SPEC = {
     "sampling_backend": {"type": "str", "default": ""},
     "extra_flags": {"type": "list", "elements": "str", "default": []},
     "tree": {"type": "bool", "default": False},
+    "target_architecture": {"type": "str", "default": ""},
     "venv": {"type": "path", "default": ""},
     "cuda_roots": {"type": "list", "elements": "path", "default": ["/usr/local/cuda"]},
     "fail_on_errors": {"type": "bool", "default": True},
@@ -212,6 +220,7 @@ def run(p: dict) -> dict:
         sampling_backend=p["sampling_backend"],
         extra_flags=p["extra_flags"],
         tree=p["tree"],
+        target_architecture=p["target_architecture"],
         readings=readings,
         host_compiler=compiler,
     )

@@ -127,7 +127,7 @@ def test_fa3_on_12_0_gpus_is_refused_in_preflight_naming_flash_ops_and_its_capab
     assert (
         "no GPU code for the selected GPUs: sglang-kernel 0.4.5 flash_ops for attention backend fa3"
         " (sglang_service_attention_backend) has no code for compute capability 12.0 (sm_120): it holds"
-        " SASS sm_80, sm_86, sm_90; no PTX" in out
+        " SASS sm_80, sm_86, sm_90a; no PTX" in out
     )
     assert '"msg": "GPU_CODE' not in out
 

@@ -50,7 +50,7 @@ def test_fa3_on_blackwell_is_refused_naming_flash_ops_and_its_capabilities():
     assert error.startswith(
         "sglang-kernel 0.4.5 flash_ops for attention backend fa3 (sglang_service_attention_backend)"
     )
-    assert "has no code for compute capability 12.0 (sm_120): it holds SASS sm_80, sm_86, sm_90; no PTX" in error
+    assert "has no code for compute capability 12.0 (sm_120): it holds SASS sm_80, sm_86, sm_90a; no PTX" in error
 
 
 def test_fa3_on_h200_runs():
@@ -122,7 +122,7 @@ def test_sglangs_own_choices_on_blackwell_pass_with_the_reasons_when_the_manifes
     result = check_gpu_code(CUBIN, DATA, ["12.0"])
     assert result["ok"] is True, result["errors"]
     joined = "\n".join(result["reasons"])
-    assert "12.0: sglang-kernel 0.4.5 common_ops (sm100/) runs as sass sm_120 (data for sglang-kernel 0.4.5" in joined
+    assert "12.0: sglang-kernel 0.4.5 common_ops (sm100/) runs as sass sm_120a (data for sglang-kernel 0.4.5" in joined
     assert "sm90/" not in joined  # the loader picks sm100/ on every capability but 9.0
     assert "12.0: torch 2.11.0 libtorch_cuda runs as sass sm_120" in joined
     assert "12.0: triton 3.6.0 compiles at run time" in joined
@@ -247,3 +247,29 @@ def test_the_committed_ct_deploy_passes_on_12_0_with_the_roles_defaults(host):
     assert any(r.startswith("12.0: sampling backend pytorch") for r in result["reasons"])
     own_choice = check_gpu_code(manifest["sglang_runtime_manifest"], DATA, ["12.0"])
     assert own_choice["ok"] is False  # sglang's own choices there: flashinfer without its kernels
+
+
+# -- a hybrid target runs flashinfer's RMSNorm whatever the backends (the H200 record of 2026-12-05) --------
+
+
+def test_a_hybrid_target_with_the_roles_defaults_needs_flashinfer_kernels_from_the_host_or_the_manifest():
+    refused = check_gpu_code(CORE, DATA, ["12.0"], **DEFAULTS, target_architecture="hybrid_gdn")
+    assert refused["ok"] is False
+    [error] = refused["errors"]
+    assert "the hybrid target's RMSNorm" in error and "Add flashinfer-jit-cache==0.6.15.post1" in error
+    assert "choose backends without flashinfer" not in error  # the backends do not keep a hybrid off it
+    with_nvcc = check_gpu_code(
+        CORE, DATA, ["12.0"], **DEFAULTS, target_architecture="hybrid_gdn", host_compiler="/usr/local/cuda/bin/nvcc"
+    )
+    assert with_nvcc["ok"] is True
+    assert any("RMSNorm" in r and "compiles its kernels at run time with /usr/local/cuda/bin/nvcc" in r
+               for r in with_nvcc["reasons"])  # fmt: skip
+    jit_cache = [*CORE, {"name": "flashinfer-jit-cache", "version": "0.6.15.post1"}]
+    assert check_gpu_code(jit_cache, DATA, ["12.0"], **DEFAULTS, target_architecture="hybrid_gdn")["ok"] is True
+
+
+def test_a_dense_target_with_the_roles_defaults_needs_no_flashinfer_kernels():
+    for architecture in ("dense", ""):
+        result = check_gpu_code(CORE, DATA, ["12.0"], **DEFAULTS, target_architecture=architecture)
+        assert result["ok"] is True, result["errors"]
+        assert not any("flashinfer" in r for r in result["reasons"])
