@@ -77,11 +77,18 @@ def block_of(draft):
 
 
 def budget_of(run):
-    return int(run[len("ddtree") :]) if run.startswith("ddtree") else None
+    """N of a DDTREE run (``ddtree16``, ``ddtree16g``: the same N with the tree builder on a CUDA graph)."""
+    found = re.fullmatch(r"ddtree(\d+)g?", run)
+    return int(found.group(1)) if found else None
+
+
+def tree_graph_of(run):
+    """``ddtree<N>g``: SGLANG_DDTREE_TREE_GRAPH=1 (the builder replayed from a CUDA graph, opt-in)."""
+    return run.startswith("ddtree") and run.endswith("g")
 
 
 def valid_run(run):
-    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+", run) is not None
+    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+g?", run) is not None
 
 
 def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
@@ -107,7 +114,8 @@ def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
     # DDTREE: graphs as DFLASH's (the set captures the target's verify at the tree's width N with triton
     # attention; a decode line says cuda graph False where a batch ran eager).
     return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DDTREE",
-            *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}  # fmt: skip
+            *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run)),
+                     **({"SGLANG_DDTREE_TREE_GRAPH": "1"} if tree_graph_of(run) else {})}  # fmt: skip
 
 
 def decode_steps(text):

@@ -46,7 +46,7 @@ ORDER = ("target", "target-eager", "dflash")
 def run_key(name):
     if name in ORDER:
         return (ORDER.index(name), 0)
-    return (len(ORDER), int(name[len("ddtree") :]))
+    return (len(ORDER), _n(name))
 
 
 def merge(records):
@@ -62,11 +62,18 @@ def merge(records):
     return merged
 
 
+def _n(run):
+    """N of ``ddtree<N>`` / ``ddtree<N>g`` (the builder on a CUDA graph)."""
+    return int(run[len("ddtree") :].rstrip("g"))
+
+
 def label(run):
     if run == "dflash":
         return "DFLASH B=16"
     if run.startswith("ddtree"):
-        return "DDTREE N=%s" % run[len("ddtree") :]
+        if run.endswith("g"):
+            return "DDTREE N=%s, tree graph" % _n(run)
+        return "DDTREE N=%s" % _n(run)
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 
 
@@ -182,7 +189,7 @@ def planned_only(record, run, seen_free):
     env = {
         "context_length": 4096, "mem_fraction_static": record["mem_fraction_static"],
         "max_running_requests": max(record["batches"]), "cuda_graph": algo == "DFLASH", "algorithm": algo,
-        "num_draft_tokens": None if algo == "DFLASH" else int(run[len("ddtree") :]), "disable_radix_cache": True,
+        "num_draft_tokens": None if algo == "DFLASH" else _n(run), "disable_radix_cache": True,
     }  # fmt: skip
     p = plan(record, None, seen_free[0], env)
     if p.get("error") or not p.get("mamba_slots"):  # refused: no pool to divide, so one request's size
@@ -285,7 +292,7 @@ def plot(summary, path):
     ax2.set_ylabel("accept length needed to break even")
     ax2.set_title("break-even vs the graphed target decode")
     modes = [m for m in summary["modes"] if m["run"].startswith(("dflash", "ddtree"))]
-    ns = [16 if m["run"] == "dflash" else int(m["run"][len("ddtree") :]) for m in modes]
+    ns = [16 if m["run"] == "dflash" else _n(m["run"]) for m in modes]
     meas = [m.get("snapshots_per_slot_gb") for m in modes]
     planned = [m["planned_snapshots_per_slot_gb"] for m in modes]
     ax3.plot([n for n, v in zip(ns, planned) if v is not None], [v for v in planned if v is not None], "o--",
@@ -320,7 +327,7 @@ def plan_only_table(card_free_gib, budgets=(16, 32, 64), h200_free_gib=137.61, r
     ]
     for run in ("dflash", *("ddtree%d" % n for n in budgets)):
         algo = "DFLASH" if run == "dflash" else "DDTREE"
-        n = None if run == "dflash" else int(run[len("ddtree") :])
+        n = None if run == "dflash" else _n(run)
         env = {
             "context_length": 4096,
             "mem_fraction_static": 0.9,

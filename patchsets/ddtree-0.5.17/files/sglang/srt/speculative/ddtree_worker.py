@@ -36,6 +36,7 @@ frees the headroom when the request ends (release_kv_cache), as for DFLASH's rej
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, List, Optional
 
 import torch
@@ -173,6 +174,67 @@ def build_tree_tensors(
     return out, trees
 
 
+# SGLANG_DDTREE_TREE_GRAPH=1: build the trees from a CUDA graph captured per (batch, N, top-k, block)
+# instead of launching the builder's ~90 operations per round eagerly (1.70 against 14.0 ms at N=16,
+# batch 1 on the H200: tests/device/records/2026-12-05-h200-ddtree-cost-graphs). Off by default until a
+# record shows the server lossless and faster with it.
+ENV_TREE_GRAPH = "SGLANG_DDTREE_TREE_GRAPH"
+
+
+class _TreeGraph:
+    """The tree builder captured once for one (bs, N, top-k, block) and replayed on copied inputs.
+
+    build_tree_arrays has static shapes for a given batch and N and reads no device value on the host,
+    so its whole launch sequence can be captured; the inputs are copied into static buffers, the outputs
+    are the graph's own tensors (valid until the next replay, which is the next verify step).
+    """
+
+    def __init__(self, roots, values, indices, prefix_lens, n: int):
+        self.n = int(n)
+        self.roots = roots.clone()
+        self.values = values.clone()
+        self.indices = indices.clone()
+        self.prefix_lens = prefix_lens.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the capture (allocator, first launches)
+            self._build()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self._build()
+
+    def _build(self):
+        return ddtree_tree.build_tree_arrays(self.roots, self.values, self.indices, self.n, prefix_lens=self.prefix_lens)
+
+    def replay(self, roots, values, indices, prefix_lens):
+        self.roots.copy_(roots)
+        self.values.copy_(values)
+        self.indices.copy_(indices)
+        self.prefix_lens.copy_(prefix_lens)
+        self.graph.replay()
+        return self.out
+
+
+_tree_graphs: dict = {}
+
+
+def tree_graph_enabled() -> bool:
+    return os.environ.get(ENV_TREE_GRAPH, "").strip() in ("1", "true", "True", "yes")
+
+
+def _build_arrays(roots, values, indices, prefix_lens, n: int):
+    if not (tree_graph_enabled() and values.is_cuda):
+        return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
+    key = (tuple(values.shape), values.dtype, indices.dtype, prefix_lens.dtype, int(n), values.device)
+    graph = _tree_graphs.get(key)
+    if graph is None:
+        graph = _TreeGraph(roots, values, indices, prefix_lens, n)
+        _tree_graphs[key] = graph
+        logger.info("DDTREE: tree builder captured in a CUDA graph for bs=%d N=%d (%d graphs)", roots.shape[0], n, len(_tree_graphs))
+    return graph.replay(roots, values, indices, prefix_lens)
+
+
 def build_tree_on_device(
     roots: torch.Tensor,
     values: torch.Tensor,
@@ -185,11 +247,12 @@ def build_tree_on_device(
 
     ddtree_tree.build_tree_arrays gives, per request, exactly ddtree_utils.build_tree's tree (the CPU
     equivalence test in the collection's CI); the FULL custom mask is laid out at mask_indptr into a
-    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read).
+    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read). With
+    SGLANG_DDTREE_TREE_GRAPH=1 the builder is replayed from a CUDA graph per batch shape (_TreeGraph).
     """
     bs = int(prefix_lens.shape[0])
     n = int(budget)
-    arrays = ddtree_tree.build_tree_arrays(roots.view(bs), values, indices, n, prefix_lens=prefix_lens.view(bs))
+    arrays = _build_arrays(roots.view(bs), values, indices, prefix_lens.view(bs), n)
     mask = ddtree_tree.full_mask(arrays["ancestor_mask"], prefix_lens.view(bs), n * (int(mask_prefix_bound) + bs * n))
     return {
         "tokens": arrays["tokens"],
