@@ -195,11 +195,16 @@ def apply_patchset(python, set_dir, out):
 
 
 class Server:
-    def __init__(self, name, python, args, *, env, port, out):
+    def __init__(self, name, python, args, *, env, port, out, command=None):
+        """``command``: an argv run as is (the deploy's rendered command; its own --port), else launch_server."""
+        if command is not None:
+            port = int(command[command.index("--port") + 1])
         self.name, self.port = name, port
         self.log_path = out / ("server-%s.log" % name)
         self.url = "http://127.0.0.1:%d" % port
-        cmd = [python, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(port), *args]
+        cmd = list(command) if command is not None else [
+            python, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(port), *args
+        ]  # fmt: skip
         self.cmd = cmd
         self.fh = open(self.log_path, "wb")
         self.start = time.monotonic()

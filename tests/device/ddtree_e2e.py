@@ -186,12 +186,22 @@ def samples(server, prompt, count, tokens=3):
     return [a["output_ids"] for a in answers]
 
 
-def run_server(name, flags, env, args, *, prompts, dist_prompts, out):
-    server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port, out=out)
+def rendered_runs(path):
+    """``[(name, argv, env)]`` from deploy_command_run.py --render-only: the deploy's own commands, in the
+    order plan_runs gives (the largest budget and the target first)."""
+    rendered = json.loads(pathlib.Path(path).read_text())
+    budgets = sorted((int(k[len("ddtree-n") :]) for k in rendered if k.startswith("ddtree-n")), reverse=True)
+    order = ["dflash", *("ddtree-n%d" % n for n in budgets)]
+    order.insert(2, "target")
+    return [(name, rendered[name]["argv"], rendered[name]["env"]) for name in order if name in rendered]
+
+
+def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=None):
+    server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port, out=out, command=command)
     try:
         ready = server.wait_ready(args.ready_timeout)
         log("%s ready in %.1fs" % (name, ready))
-        res = {"ready_s": round(ready, 1), "command": server.cmd}
+        res = {"ready_s": round(ready, 1), "command": server.cmd, "rendered": command is not None}
         res["greedy"] = speed(server, prompts, args.tokens, 0.0)
         res["temperature_1"] = speed(server, prompts, args.tokens, 1.0)
         if name in ("target", args.dist_run):
@@ -243,8 +253,7 @@ def compare(results, args):
     return checks
 
 
-def main(argv=None):
-    ddtree_check.stop_on_sigterm()
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", required=True)
     p.add_argument("--target", required=True)
@@ -263,6 +272,16 @@ def main(argv=None):
     p.add_argument("--apply-patchset")
     p.add_argument("--deadline-s", type=float, default=0, help="start no server after this many seconds (0: none)")
     p.add_argument("--extra-flag", action="append", default=[])
+    p.add_argument(
+        "--rendered",
+        help="deploy_command_run.py --render-only's JSON: run the deploy's own command and environment per server",
+    )
+    return p
+
+
+def main(argv=None):
+    ddtree_check.stop_on_sigterm()
+    p = build_parser()
     args = p.parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -282,13 +301,17 @@ def main(argv=None):
     env = dict(os.environ, HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1")
     env.pop("SGLANG_DDTREE_BUDGET", None)
     results = {}
-    for name, flags, extra in plan_runs(args):
+    if args.rendered:  # the deploy's own argv and environment (systemd's: nothing inherited)
+        runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
+    else:
+        runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
+    for name, flags, run_env, command in runs:
         if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
             results[name] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
             log("%s skipped (deadline)" % name)
             continue
         results[name] = run_server(
-            name, flags, dict(env, **extra), args, prompts=prompts, dist_prompts=dist_prompts, out=out
+            name, flags, run_env, args, prompts=prompts, dist_prompts=dist_prompts, out=out, command=command
         )
     result["runs"] = results
     result["checks"] = compare(results, args)

@@ -215,7 +215,9 @@ def server_args_of_interest(info):
     return {k: info.get(k) for k in keys if k in info}
 
 
-def run_case(case, args, out, *, uuid, base_rows):
+def render_case(case, args, out, *, uuid):
+    """The case's rendered command: ``{argv, env (as the service gets it), rendered_env, deviations,
+    patch_sets (applied), overrides, envelope, algorithm}``."""
     overrides = {
         "sglang_service_model_path": args.target,
         "sglang_service_draft_model_path": args.draft,
@@ -237,15 +239,42 @@ def run_case(case, args, out, *, uuid, base_rows):
         overrides["sglang_service_envelopes"] = envelopes
     rendered = render_command.render("ct200", overrides=overrides, venv=str(args.site))
     algorithm = CASES[case].get("sglang_service_speculative_algorithm", "DFLASH")
-    sets = chosen_sets(algorithm, "triton")
-    applied = apply_sets(args.python, str(args.site), sets, out)
+    applied = apply_sets(args.python, str(args.site), chosen_sets(algorithm, "triton"), out)
     env, deviations = service_env(rendered, args.site)
-    argv = rendered["argv"]
+    return {
+        "argv": rendered["argv"],
+        "env": env,
+        "rendered_env": rendered["env"],
+        "deviations": deviations,
+        "patch_sets": applied,
+        "overrides": {k: v for k, v in overrides.items() if k != "sglang_service_envelopes"},
+        "envelope": {name: envelope},
+        "algorithm": algorithm,
+    }
+
+
+# --render-only: the names ddtree_e2e.py gives its servers
+E2E_NAMES = {"dflash": "dflash", "ddtree16": "ddtree-n16", "ddtree8": "ddtree-n8"}
+
+
+def render_only(args, cases, uuid):
+    """``{e2e name: {argv, env, deviations, patch_sets}}`` of each case and of the target alone."""
+    out = {}
+    for case in cases:
+        done = render_case(case, args, args.out, uuid=uuid)
+        out[E2E_NAMES[case]] = {k: done[k] for k in ("argv", "env", "deviations", "patch_sets")}
+        if case == "dflash":
+            out["target"] = dict(out["dflash"], argv=without_speculation(done["argv"]))
+    return out
+
+
+def run_case(case, args, out, *, uuid, base_rows):
+    done = render_case(case, args, out, uuid=uuid)
+    argv, env, deviations, algorithm = done["argv"], done["env"], done["deviations"], done["algorithm"]
     port = int(argv[argv.index("--port") + 1])
     url = "http://127.0.0.1:%d" % port
-    record = {"case": case, "argv": argv, "env": rendered["env"], "deviations": deviations, "patch_sets": applied,
-              "overrides": {k: v for k, v in overrides.items() if k != "sglang_service_envelopes"},
-              "envelope": {name: envelope}}  # fmt: skip
+    record = {"case": case, "argv": argv, "env": done["rendered_env"], "deviations": deviations}
+    record.update({k: done[k] for k in ("patch_sets", "overrides", "envelope")})
     log("%s: %s" % (case, " ".join(argv)))
     common = {"url": url, "startup_timeout": args.startup_timeout, "prompts": args.prompts, "tokens": args.tokens}
     spec = run_service(case, argv, env, str(args.home), out, expect=algorithm, logprobs=False, **common)
@@ -307,11 +336,21 @@ def main(argv=None):
     parser.add_argument("--prompt-count", type=int, default=8)
     parser.add_argument("--tie-gap", type=float, default=0.05)
     parser.add_argument("--startup-timeout", type=float, default=400)
+    parser.add_argument(
+        "--render-only", type=pathlib.Path, metavar="FILE",
+        help="apply the cases' patch sets and write their rendered commands (ddtree_e2e.py --rendered); run nothing",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.prompts = list(lossless_check.PROMPTS[: args.prompt_count])
     args.out.mkdir(parents=True, exist_ok=True)
     args.home.mkdir(parents=True, exist_ok=True)
     report = {"provenance": provenance(), "cases": []}
+    if args.render_only:
+        cases = args.case or ["dflash"]
+        rendered = render_only(args, cases, report["provenance"].get("uuid"))
+        args.render_only.write_text(json.dumps(dict(rendered, provenance=report["provenance"]), indent=1))
+        log("rendered %s into %s" % (", ".join(sorted(rendered)), args.render_only))
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     base_rows = None
     try:
