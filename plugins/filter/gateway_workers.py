@@ -36,7 +36,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One item per replica, C({host, replica, unit, url}); C(replica) is C("") for a host's single replica.
+  description:
+    - One item per replica, C({host, replica, unit, port, url}); C(replica) is C("") for a host's single replica.
   type: list
   elements: dict
 """
@@ -45,7 +46,10 @@ from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their
 from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (  # noqa: E402
     gateway_workers as _workers,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (  # noqa: E402
+    plan_replicas,
+    replica_list,
+)
 
 FACT = "_sglang_gateway_worker"
 
@@ -61,7 +65,7 @@ def gateway_workers(hosts, hostvars):
             fact.get("gpus") or [],
             int(fact["tp_size"]),
             int(fact["port"]),
-            fact.get("replicas") or [],
+            replica_list(fact.get("replicas") or [], int(fact.get("replica_count") or 0)),
             unit_name=str(fact["unit_name"]),
         )
         errors += [f"{host}: {e}" for e in found]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.specdec.sglang.plugins.module_utils.release import rollback_state
+
 PORT_MIN = 1024
 PORT_MAX = 65535
 # A unit-name suffix: lower case letters, digits and "-", starting with a letter or digit, at most 32.
@@ -25,6 +27,16 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 NAME_MEANS = 'a name of [a-z0-9-] starting with a letter or digit, at most 32 characters (the unit is "<unit>-<name>")'
 KEYS = ("name", "gpus", "port")
 VARIABLE = "sglang_service_replicas"
+
+
+def replica_list(replicas, count=0):
+    """The replica list a host runs: ``sglang_service_replicas`` when it lists any, else ``count`` replicas named
+    ``r0``, ``r1``, ... with derived GPUs and ports (``sglang_service_replica_count``; 0 or 1: the single unit)."""
+    if replicas:
+        return replicas
+    if isinstance(count, bool) or not isinstance(count, int) or count < 2:
+        return []
+    return [{"name": f"r{i}"} for i in range(count)]
 
 
 def _port(value):
@@ -166,7 +178,7 @@ def gateway_workers(hosts: dict, scheme: str = "http") -> list[dict]:
     """Every replica of every host as a gateway worker, in host then replica order.
 
     ``hosts``: inventory host -> ``{address, replicas}`` (``replicas`` as ``plan_replicas`` returns them).
-    Returns ``[{host, replica, unit, url}]``; an IPv6 address is bracketed in the URL.
+    Returns ``[{host, replica, unit, port, url}]``; an IPv6 address is bracketed in the URL.
     """
     workers = []
     for host in sorted(hosts):
@@ -178,7 +190,174 @@ def gateway_workers(hosts: dict, scheme: str = "http") -> list[dict]:
                     "host": host,
                     "replica": replica["name"],
                     "unit": replica["unit"],
+                    "port": replica["port"],
                     "url": f"{scheme}://{shown}:{replica['port']}",
                 }
             )
     return workers
+
+
+# -- served replicas: what the service role renders and runs per replica ----------------------------------------
+def service_replicas(
+    selected,
+    gpu_uuids,
+    tp_size: int,
+    base_port: int,
+    replicas=(),
+    *,
+    unit_name: str,
+    config_dir: str,
+    runtime_root: str,
+    count: int = 0,
+) -> list[dict]:
+    """Every replica the service role runs on a host, with its own files and state (raises ``ValueError``).
+
+    ``selected``: ``sglang_preflight_gpus`` (the operator's ids, may be empty: automatic selection);
+    ``gpu_uuids``: the GPUs preflight selected, as UUIDs in the same order (``sglang_service_gpu_uuids``).
+    A replica's ``gpus`` are UUIDs (``CUDA_VISIBLE_DEVICES``): an operator id is mapped by its position in
+    ``selected``. ``[]`` is today's single replica with today's names, file paths and state directory; a
+    named replica ``n`` has the unit ``<unit>-n``, its own unit, environment and config files (named after
+    its unit), its own record ``<root>/state/last_good-n`` and readiness job file.
+    """
+    selected = [str(g) for g in selected or ()]
+    uuids = [str(g) for g in gpu_uuids or ()]
+    by_id = dict(zip(selected, uuids)) if len(selected) == len(uuids) else {}
+    planned, errors = plan_replicas(
+        selected or uuids, tp_size, base_port, replica_list(replicas, count), unit_name=unit_name
+    )
+    if errors:
+        raise ValueError("; ".join(errors))
+    state = f"{runtime_root.rstrip('/')}/state"
+    served = []
+    for replica in planned:
+        name, unit = replica["name"], replica["unit"]
+        if name:
+            gpus = [by_id.get(g, g) for g in replica["gpus"] or ()]
+        else:
+            gpus = list(uuids)  # the single replica: exactly today's CUDA_VISIBLE_DEVICES
+        suffix = f"-{name}" if name else ""
+        served.append(
+            {
+                "name": name,
+                "unit": unit,
+                "port": replica["port"],
+                "gpus": gpus,
+                "unit_path": f"/etc/systemd/system/{unit}.service",
+                "env_path": f"{config_dir}/{unit}.env",
+                "config_path": f"{config_dir}/{unit}.yaml",
+                "state_dir": f"{state}/last_good{suffix}",
+                "readiness_job": f"{state}/readiness{suffix}.job",
+                "deploy_marker": f"/run/{unit}-deploying",
+            }
+        )
+    return served
+
+
+def host_verdict(results: list[dict]) -> dict:
+    """The host's deploy from its replicas' verdicts: ready only when every replica is.
+
+    ``results``: per replica ``{name, outcome}`` (the ``judge`` step's outcome). Returns ``{ready, failed,
+    ready_replicas, failed_replicas}``: one replica that did not serve rolls the whole host back (every
+    replica returns to the last good release, which they share).
+    """
+    failed = [r["name"] for r in results if r.get("outcome") != "ready"]
+    return {
+        "ready": not failed and bool(results),
+        "failed": bool(failed) or not results,
+        "ready_replicas": [r["name"] for r in results if r.get("outcome") == "ready"],
+        "failed_replicas": failed,
+    }
+
+
+def _numbers(reports, key):
+    return [r[key] for r in reports if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+
+
+def host_report(host: str, reports: list[dict], texts: list[list[str]], rollbacks=None) -> dict:
+    """One host's report over its replicas' reports (``sglang_release`` step ``report``, one per replica).
+
+    The fields the fleet summary reads (``ok``, ``host``, ``release_id``, ``time_to_ready_s``,
+    ``spec_accept_length``, ``speculative_algorithm``, ``failure_class``, ``rollback``) say the host: ok only
+    when every replica serves the new release, the slowest time to ready, the lowest accept length, the first
+    failed replica's class and rollback. ``replicas`` holds each replica's own report (its verdict).
+    Returns ``{report, text, stats}`` as the ``report`` step does.
+    """
+    rollbacks = {
+        name: rollback_state(rb.get("readiness"), target=rb.get("target", ""), unit=rb.get("unit", name))
+        for name, rb in (rollbacks or {}).items()
+    }
+    reports = [
+        dict(r, rolled_back_with_host=rollbacks[r.get("replica", "")])
+        if r.get("ok") and r.get("replica", "") in rollbacks
+        else r
+        for r in reports
+    ]
+    failed = [r for r in reports if not r.get("ok")]
+    first = failed[0] if failed else (reports[0] if reports else {})
+    times, accepts = _numbers(reports, "time_to_ready_s"), _numbers(reports, "spec_accept_length")
+    report = {
+        "host": host,
+        "ok": bool(reports) and not failed and not rollbacks,
+        "unit": ", ".join(r.get("unit", "") for r in reports),
+        "release_id": first.get("release_id", ""),
+        "previous_release_id": first.get("previous_release_id", ""),
+        "speculative_algorithm": next(
+            (r["speculative_algorithm"] for r in reports if r.get("speculative_algorithm")), ""
+        ),
+        "time_to_ready_s": max(times) if times else None,
+        "spec_accept_length": min(accepts) if accepts else None,
+        "changed": any(r.get("changed") for r in reports),
+        "attempts": [dict(a, replica=r.get("replica", "")) for r in reports for a in r.get("attempts") or ()],
+        "replicas": {r.get("replica", ""): r for r in reports},
+        "failed_replicas": [r.get("replica", "") for r in failed],
+    }
+    if failed:
+        report.update(
+            failure_class=first.get("failure_class", ""),
+            reason=first.get("reason", ""),
+            rollback=first.get("rollback") or {},
+        )
+    text = [
+        "%s: %d replica(s), %s"
+        % (host, len(reports), "all serve" if report["ok"] else "FAILED: " + ", ".join(report["failed_replicas"]))
+    ]
+    for r, lines in zip(reports, texts):
+        text += ["[%s] %s" % (r.get("replica", ""), line) for line in lines]
+        if r.get("rolled_back_with_host"):
+            text.append("[%s] rolled back with the host: %s" % (r.get("replica", ""), r["rolled_back_with_host"]))
+    stats = {k: v for k, v in report.items() if k != "attempts"}
+    stats["replicas"] = {
+        name: {k: v for k, v in r.items() if k != "attempts"} for name, r in report["replicas"].items()
+    }
+    return {"report": report, "text": text, "stats": stats}
+
+
+def rolling_order(workers: list[dict], min_serving: int) -> tuple[list[dict], list[str]]:
+    """The order of a rolling restart through the gateway, or every error at once.
+
+    ``workers``: ``gateway_workers``' items (host, replica, unit, url); ``min_serving``:
+    ``sglang_deploy_min_serving``. One replica leaves the gateway at a time, so ``min_serving`` must leave room
+    for one out: at most ``len(workers) - 1``. The order is the workers' (host, then replica). Each step says
+    how many replicas must be healthy in the gateway before that replica is taken out (``needs_healthy``).
+    """
+    errors = []
+    if not isinstance(min_serving, int) or isinstance(min_serving, bool) or min_serving < 1:
+        errors.append(f"sglang_deploy_min_serving={min_serving!r}: allowed: an integer of at least 1")
+    elif len(workers) - 1 < min_serving:
+        errors.append(
+            f"sglang_deploy_min_serving={min_serving} leaves no replica to restart: {len(workers)} replica(s) behind"
+            f" the gateway, one at a time out; allowed: 1 to {max(len(workers) - 1, 1)}"
+            + ("" if len(workers) > 1 else ", and at least 2 replicas")
+        )
+    if errors:
+        return [], errors
+    return [dict(w, needs_healthy=min_serving + 1, position=i) for i, w in enumerate(workers)], []
+
+
+def merge_by_name(results: list[dict], updates: list[dict]) -> list[dict]:
+    """``results`` (per replica, each with ``name``) with each update ``{name, ...}`` merged into its replica's
+    entry (a later verdict, such as a failed record's; a rollback's result)."""
+    later: dict[str, dict] = {}
+    for update in updates:
+        later.setdefault(update["name"], {}).update(update)
+    return [dict(r, **later[r["name"]]) if r["name"] in later else r for r in results]

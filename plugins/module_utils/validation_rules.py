@@ -25,7 +25,7 @@ import difflib
 import re
 
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import text_config
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
     SpecError,
     check,
@@ -55,6 +55,7 @@ _PERCENT = {"min": 0, "max": 100}
 
 ROLE_RULES = {
     "sglang_service": {
+        "sglang_service_replica_count": {"min": 0, "max": 64},
         "sglang_service_unit_name": {
             "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]*(?<!\.service)$",
             "means": 'a systemd unit name of [A-Za-z0-9_.@-], without ".service"',
@@ -204,6 +205,9 @@ ROLE_RULES = {
 _DEPLOY_SPECS = {
     "sglang_deploy_serial": ({"type": "raw"}, _BATCH),
     "sglang_deploy_max_fail_percentage": ({"type": "float"}, _PERCENT),
+    # playbooks/rolling.yml: replicas that stay healthy in the gateway while one is restarted
+    # (replica_plan.rolling_order checks it against the number of replicas).
+    "sglang_deploy_min_serving": ({"type": "int"}, {"min": 1}),
 }
 PLAYS = {
     "deploy": {
@@ -537,29 +541,19 @@ def _unproven(v: dict, known: dict) -> list[str]:
 
 
 def _service_replicas(v: dict) -> list[str]:
-    """The replica list against the GPUs, tp size and port (replica_plan.plan_replicas), before any host.
-
-    A valid list of several replicas is still refused: this release plans them but runs one unit per host.
-    """
-    replicas = v["sglang_service_replicas"]
-    errors = plan_replicas(
+    """The replica list against the GPUs, tp size and port (replica_plan.plan_replicas), before any host."""
+    return plan_replicas(
         v["sglang_preflight_gpus"],
         v["sglang_service_tp_size"],
         v["sglang_service_port"],
-        replicas,
+        replica_list(v["sglang_service_replicas"], v["sglang_service_replica_count"]),
         unit_name=v["sglang_service_unit_name"],
     )[1]
-    if replicas and not errors:
-        errors.append(
-            f"sglang_service_replicas lists {len(replicas)} replica(s): planned and valid, but this release serves one"
-            " unit per host; allowed: [] (one replica on the selected GPUs, sglang_service_unit_name and"
-            " sglang_service_port)"
-        )
-    return errors
 
 
 _REPLICA_NEEDS = (
     "sglang_service_replicas",
+    "sglang_service_replica_count",
     "sglang_preflight_gpus",
     "sglang_service_tp_size",
     "sglang_service_port",

@@ -182,7 +182,7 @@ def test_mutation_duplicate_variable_and_missing_required_are_refused():
     errors = awx_job.survey_spec_errors(survey_of(template))
     assert errors == [
         "question 1: required missing or of the wrong type",
-        "question 5: variable 'sglang_deploy_serial' duplicated",
+        "question 6: variable 'sglang_deploy_serial' duplicated",
     ]
 
 

@@ -13,11 +13,15 @@ BEFORE = 786
 # clock, the first restart decision (drift, crashes since the record) kept for the report, a failed record
 # judged and rolled back.
 DAY2 = 133
+# Several replicas on a host (issue 36, 135 lines): the per-replica loops of the same steps (replicas.yml,
+# replica_switch.yml, replica_rollback.yml; the markers, reap and watchdog looped in main.yml, each replica's
+# state directory in install.yml). The plan, the host's verdict and report are replica_plan.py's.
+REPLICAS = 135
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
     lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
-    assert lines <= BEFORE // 2 + DAY2, f"{lines} lines of task YAML"
+    assert lines <= BEFORE // 2 + DAY2 + REPLICAS, f"{lines} lines of task YAML"
 
 
 def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():

@@ -5,7 +5,15 @@ import pathlib
 import pytest
 import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import gateway_workers, plan_replicas
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (
+    gateway_workers,
+    host_report,
+    host_verdict,
+    merge_by_name,
+    plan_replicas,
+    rolling_order,
+    service_replicas,
+)
 
 EIGHT = [str(i) for i in range(8)]
 
@@ -166,10 +174,156 @@ def test_validation_refuses_overlapping_replica_gpus_and_ports_before_any_host()
     ]
 
 
-def test_validation_passes_the_default_and_says_a_valid_replica_list_is_not_served_yet():
+def test_validation_passes_the_default_and_a_valid_replica_list():
     assert _replica_errors({}) == []
     values = {"sglang_preflight_gpus": ["0", "1"], "sglang_service_replicas": [{"name": "a"}, {"name": "b"}]}
-    assert _replica_errors(values) == [
-        "sglang_service_replicas lists 2 replica(s): planned and valid, but this release serves one unit per host;"
-        " allowed: [] (one replica on the selected GPUs, sglang_service_unit_name and sglang_service_port)"
+    assert _replica_errors(values) == []
+
+
+def test_min_serving_below_one_is_refused_before_any_host():
+    errors = validation_rules.check_inputs({"sglang_deploy_min_serving": 0}, SPECS, play="deploy")
+    assert any(e.startswith("sglang_deploy_min_serving") for e in errors), errors
+    assert not [
+        e
+        for e in validation_rules.check_inputs({"sglang_deploy_min_serving": 2}, SPECS, play="deploy")
+        if "min_serving" in e
     ]
+
+
+# -- served replicas ---------------------------------------------------------------------------------------------
+UUIDS = [f"GPU-{i}" for i in range(8)]
+PATHS = {"unit_name": "sglang", "config_dir": "/etc/sglang", "runtime_root": "/opt/sglang"}
+
+
+def test_no_replica_list_serves_todays_unit_files_and_state():
+    (single,) = service_replicas(EIGHT, UUIDS, 8, 30000, [], **PATHS)
+    assert single == {
+        "name": "",
+        "unit": "sglang",
+        "port": 30000,
+        "gpus": UUIDS,
+        "unit_path": "/etc/systemd/system/sglang.service",
+        "env_path": "/etc/sglang/sglang.env",
+        "config_path": "/etc/sglang/sglang.yaml",
+        "state_dir": "/opt/sglang/state/last_good",
+        "readiness_job": "/opt/sglang/state/readiness.job",
+        "deploy_marker": "/run/sglang-deploying",
+    }
+
+
+def test_each_replica_has_its_own_unit_files_state_port_and_gpu_uuids():
+    a, b = service_replicas(
+        EIGHT, UUIDS, 1, 30000, [{"name": "a", "gpus": ["3"]}, {"name": "b", "gpus": ["5"], "port": 31000}], **PATHS
+    )
+    assert (a["unit"], a["port"], a["gpus"], a["env_path"], a["state_dir"], a["readiness_job"]) == (
+        "sglang-a",
+        30000,
+        ["GPU-3"],
+        "/etc/sglang/sglang-a.env",
+        "/opt/sglang/state/last_good-a",
+        "/opt/sglang/state/readiness-a.job",
+    )
+    assert (b["unit_path"], b["config_path"], b["port"], b["gpus"], b["deploy_marker"]) == (
+        "/etc/systemd/system/sglang-b.service",
+        "/etc/sglang/sglang-b.yaml",
+        31000,
+        ["GPU-5"],
+        "/run/sglang-b-deploying",
+    )
+
+
+def test_derived_replicas_take_runs_of_the_selected_uuids_under_automatic_selection():
+    replicas = service_replicas([], UUIDS[:4], 2, 30000, [{"name": "a"}, {"name": "b"}], **PATHS)
+    assert [r["gpus"] for r in replicas] == [["GPU-0", "GPU-1"], ["GPU-2", "GPU-3"]]
+
+
+def test_lab_replicas_without_gpus_pin_none():
+    replicas = service_replicas([], [], 1, 30000, [{"name": "a"}, {"name": "b"}], **PATHS)
+    assert [(r["unit"], r["port"], r["gpus"]) for r in replicas] == [("sglang-a", 30000, []), ("sglang-b", 30001, [])]
+
+
+def test_a_bad_replica_list_raises_every_error():
+    with pytest.raises(ValueError, match="port 30001 is used by a, b"):
+        service_replicas([], [], 1, 30000, [{"name": "a", "port": 30001}, {"name": "b", "port": 30001}], **PATHS)
+
+
+def test_one_replica_not_ready_fails_the_host():
+    assert host_verdict([{"name": "a", "outcome": "ready"}, {"name": "b", "outcome": "ready"}])["ready"]
+    verdict = host_verdict([{"name": "a", "outcome": "ready"}, {"name": "b", "outcome": "failed"}])
+    assert verdict == {"ready": False, "failed": True, "ready_replicas": ["a"], "failed_replicas": ["b"]}
+    assert host_verdict([])["failed"]
+
+
+def test_host_report_is_ok_only_when_every_replica_serves_and_names_the_failed_one():
+    good = {
+        "replica": "a",
+        "ok": True,
+        "unit": "sglang-a",
+        "release_id": "r2",
+        "time_to_ready_s": 4.0,
+        "spec_accept_length": 3.5,
+        "speculative_algorithm": "DFLASH",
+        "changed": True,
+        "attempts": [{"envelope": "e"}],
+    }
+    fast = dict(good, replica="b", unit="sglang-b", time_to_ready_s=2.0, spec_accept_length=2.5)
+    out = host_report("h1", [good, fast], [["a ok"], ["b ok"]])
+    assert (
+        out["report"]["ok"] and out["report"]["time_to_ready_s"] == 4.0 and out["report"]["spec_accept_length"] == 2.5
+    )
+    assert out["report"]["attempts"] == [{"envelope": "e", "replica": "a"}, {"envelope": "e", "replica": "b"}]
+    assert out["text"] == ["h1: 2 replica(s), all serve", "[a] a ok", "[b] b ok"]
+    assert "attempts" not in out["stats"] and set(out["stats"]["replicas"]) == {"a", "b"}
+    bad = {
+        "replica": "b",
+        "ok": False,
+        "unit": "sglang-b",
+        "release_id": "r2",
+        "failure_class": "crashed_on_start",
+        "reason": "died",
+        "rollback": {"state": "release r1 serves again"},
+        "attempts": [],
+    }
+    out = host_report("h1", [good, bad], [["a ok"], ["b failed"]])
+    assert not out["report"]["ok"] and out["report"]["failed_replicas"] == ["b"]
+    assert out["report"]["failure_class"] == "crashed_on_start" and out["report"]["rollback"]["state"].endswith("again")
+    assert out["text"][0] == "h1: 2 replica(s), FAILED: b"
+
+
+def test_rolling_order_keeps_min_serving_healthy_and_refuses_what_leaves_none_to_restart():
+    workers = [
+        {"host": "h1", "replica": "a", "unit": "sglang-a", "url": "http://192.0.2.1:30000"},
+        {"host": "h1", "replica": "b", "unit": "sglang-b", "url": "http://192.0.2.1:30001"},
+        {"host": "h2", "replica": "a", "unit": "sglang-a", "url": "http://192.0.2.2:30000"},
+    ]
+    order, errors = rolling_order(workers, 2)
+    assert errors == [] and [(s["url"], s["needs_healthy"], s["position"]) for s in order] == [
+        ("http://192.0.2.1:30000", 3, 0),
+        ("http://192.0.2.1:30001", 3, 1),
+        ("http://192.0.2.2:30000", 3, 2),
+    ]
+    assert rolling_order(workers, 3)[1] == [
+        "sglang_deploy_min_serving=3 leaves no replica to restart: 3 replica(s) behind the gateway, one at a time out;"
+        " allowed: 1 to 2"
+    ]
+    assert rolling_order(workers, 0)[1] == ["sglang_deploy_min_serving=0: allowed: an integer of at least 1"]
+    assert rolling_order(workers[:1], 1)[1][0].endswith("allowed: 1 to 1, and at least 2 replicas")
+
+
+def test_a_replica_rolled_back_with_the_host_keeps_its_ready_verdict_and_says_where_it_was_left():
+    good = {"replica": "a", "ok": True, "unit": "sglang-a", "release_id": "r2", "attempts": []}
+    bad = {"replica": "b", "ok": False, "unit": "sglang-b", "release_id": "r2", "failure_class": "crashed_on_start"}
+    rollbacks = {
+        "a": {"target": "r1", "unit": "sglang-a", "readiness": {"ready": True, "probe": {"completion_tokens": 4}}},
+        "b": {"target": "", "unit": "sglang-b", "readiness": None},
+    }
+    out = host_report("h1", [good, bad], [["a ok"], ["b failed"]], rollbacks)
+    assert not out["report"]["ok"] and out["report"]["replicas"]["a"]["ok"]
+    assert out["report"]["replicas"]["a"]["rolled_back_with_host"].startswith("release r1 serves again")
+    assert "[a] rolled back with the host: release r1 serves again" in out["text"][2]
+
+
+def test_merge_by_name_puts_later_results_in_their_replicas_entry():
+    results = [{"name": "a", "verdict": {"outcome": "ready"}}, {"name": "b", "verdict": {"outcome": "ready"}}]
+    merged = merge_by_name(results, [{"name": "b", "verdict": {"outcome": "failed"}}, {"name": "b", "rollback": {}}])
+    assert merged == [results[0], {"name": "b", "verdict": {"outcome": "failed"}, "rollback": {}}]
