@@ -195,8 +195,9 @@ def apply_patchset(python, set_dir, out):
 
 
 class Server:
-    def __init__(self, name, python, args, *, env, port, out, command=None):
-        """``command``: an argv run as is (the deploy's rendered command; its own --port), else launch_server."""
+    def __init__(self, name, python, args, *, env, port, out, command=None, cwd=None):
+        """``command``: an argv run as is (the deploy's rendered command; its own --port), else launch_server;
+        ``cwd``: the working directory (the unit's WorkingDirectory for a rendered command)."""
         if command is not None:
             port = int(command[command.index("--port") + 1])
         self.name, self.port = name, port
@@ -208,7 +209,9 @@ class Server:
         self.cmd = cmd
         self.fh = open(self.log_path, "wb")
         self.start = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
 
     def wait_ready(self, timeout):
         while time.monotonic() - self.start < timeout:

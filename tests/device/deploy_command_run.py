@@ -42,6 +42,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(HERE))
 
+import ddtree_check  # noqa: E402  (Server: a process group started and stopped as the unit would)
 import lossless_check  # noqa: E402
 import render_command  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: E402
@@ -52,6 +53,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.process_state impor
     ProcessWatcher,
 )
 from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
+from readiness_real import open_url  # noqa: E402  (urllib in the module's open_url shape)
 
 SGLANG_VERSION = "0.5.17"
 # systemd's default PATH for a service (systemd.exec(5), "Environment variables in spawned processes")
@@ -72,12 +74,6 @@ SPECULATIVE_FLAGS = (
 
 def log(msg):
     print("[deploy-command] %s" % msg, flush=True)
-
-
-def open_url(url, data=None, headers=None, method=None, timeout=None, **_ignored):
-    return urllib.request.urlopen(
-        urllib.request.Request(url, data=data, headers=headers or {}, method=method), timeout=timeout
-    )
 
 
 def without_speculation(argv):
@@ -147,26 +143,6 @@ def service_env(rendered, site):
     return env, deviations
 
 
-class Service:
-    def __init__(self, name, argv, env, cwd, out):
-        self.name = name
-        self.log_path = out / ("server-%s.log" % name)
-        self.fh = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            argv, stdout=self.fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
-        )
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # KillMode=mixed: SIGTERM first, as the unit stops
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.fh.close()
-
-
 def readiness(service, url, expect, startup_timeout):
     t0 = time.monotonic()
     waiter = ExitWaiter()
@@ -190,7 +166,7 @@ def outputs(url, prompts, tokens, logprobs):
 
 
 def run_service(name, argv, env, cwd, out, *, url, expect, startup_timeout, prompts, tokens, logprobs):
-    service = Service(name, argv, env, cwd, out)
+    service = ddtree_check.Server(name, None, [], env=env, port=0, out=out, command=argv, cwd=cwd)
     try:
         res = {"readiness": readiness(service, url, expect, startup_timeout)}
         if res["readiness"]["ready"]:
