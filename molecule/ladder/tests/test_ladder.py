@@ -62,3 +62,16 @@ def test_deploy_with_no_fitting_envelope_refused_before_the_unit_started(lab_hos
     # the unit was not restarted: it still serves the envelope the first deploy proved
     assert "    --context-length 32768 \\" in lab_host.file(UNIT_FILE).content_string.splitlines()
     assert lab_host.service("sglang").is_running
+
+
+def test_a_ladder_whose_first_envelope_serves_tries_no_other(host, lab_host):
+    """Ladder [small, full] with small serving: one attempt, no restart, full (a memory fault here) never tried."""
+    run = _controller_file("served-first-deploy.json")
+    assert run["rc"] == 0, "\n".join(run["tail"])
+    name = host.backend.get_hostname()
+    path = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "reports" / "served-first" / f"{name}.json"
+    report = json.loads(path.read_text())
+    assert report["ok"] is True and report["changed"] is False
+    assert [a["envelope"] for a in report["attempts"]] == ["small"]
+    assert "    --context-length 32768 \\" in lab_host.file(UNIT_FILE).content_string.splitlines()
+    assert lab_host.service("sglang").is_running
