@@ -17,11 +17,15 @@ DAY2 = 133
 # replica_switch.yml, replica_rollback.yml; the markers, reap and watchdog looped in main.yml, each replica's
 # state directory in install.yml). The plan, the host's verdict and report are replica_plan.py's.
 REPLICAS = 135
+# The ladder ends at the first envelope that serves (issue 35's fault trial follow-up, 25 lines): attempt.yml's
+# guard blocks and the outcome it keeps, ladder_outcome.yml restoring it after the loop (an include_tasks loop
+# evaluates its condition for every item before the first runs).
+LADDER_END = 25
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
     lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
-    assert lines <= BEFORE // 2 + DAY2 + REPLICAS, f"{lines} lines of task YAML"
+    assert lines <= BEFORE // 2 + DAY2 + REPLICAS + LADDER_END, f"{lines} lines of task YAML"
 
 
 def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():
