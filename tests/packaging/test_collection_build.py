@@ -55,6 +55,7 @@ ALLOWED = (
     "playbooks/rollback.yml",
     "playbooks/stop.yml",
     "playbooks/gateway.yml",
+    "playbooks/rolling.yml",
 )
 REQUIRED = (
     "MANIFEST.json",

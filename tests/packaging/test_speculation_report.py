@@ -34,7 +34,8 @@ def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_pat
     tau_star = _break_even("DDTREE", 16)
     hosts = {
         "h200_pays": ("NVIDIA H200", "DDTREE", 16, tau_star + 0.3),
-        "h200_tiny_pair": ("NVIDIA H200", "DDTREE", 16, 3.24),
+        # the trained tiny pair's DDTREE accept length: above N=16's graphed break-even, below N=32's
+        "h200_tiny_pair_n32": ("NVIDIA H200", "DDTREE", 32, 3.24),
         "h200_default_budget": ("NVIDIA H200", "DDTREE", 0, 9.0),
         "rtx_pro_6000": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "DFLASH", 0, 3.0),
     }
@@ -91,10 +92,12 @@ def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_pat
     got = {name: json.loads((tmp_path / ("%s.json" % name)).read_text()) for name in hosts}
     assert got["h200_pays"]["verdict"] == "pays"
     assert got["h200_pays"]["break_even"] == tau_star
-    assert got["h200_pays"]["record"] == "tests/device/records/2026-12-02-h200-ddtree-cost"
+    assert got["h200_pays"]["record"] == TABLE["gpu_classes"][0]["record"]
+    assert (REPO / got["h200_pays"]["record"] / "RECORD.yml").is_file()
     assert got["h200_pays"]["summary"].startswith("speculation: pays (DDTREE B=16 N=16 on nvidia h200")
-    assert got["h200_tiny_pair"]["verdict"] == "does not pay"
-    assert got["h200_tiny_pair"]["accept_length"] == 3.24
+    assert _break_even("DDTREE", 16) < 3.24 < _break_even("DDTREE", 32)
+    assert got["h200_tiny_pair_n32"]["verdict"] == "does not pay"
+    assert got["h200_tiny_pair_n32"]["accept_length"] == 3.24
     assert got["h200_default_budget"]["verdict"] == "unknown" and got["h200_default_budget"]["budget"] == 64
     assert got["rtx_pro_6000"]["verdict"] == "unknown"
     assert "no step-cost record for GPU class" in got["rtx_pro_6000"]["reason"]
