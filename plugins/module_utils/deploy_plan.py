@@ -44,6 +44,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.model_config import
 from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import assess_host
 from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
 from ansible_collections.specdec.sglang.plugins.module_utils.release import build_decision, release_dir, releases_dir
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
     SOURCES,
@@ -96,8 +97,21 @@ INPUT_VARIABLES = {
     "expected_gpu_name": ("sglang_preflight_expected_gpu_name", ""),
     "required_cuda_version": ("sglang_preflight_required_cuda_version", ""),
     "port_check": ("sglang_preflight_port_check", False),
+    "port": ("sglang_service_port", 0),
+    "replicas": ("sglang_service_replicas", []),
+    "replica_count": ("sglang_service_replica_count", 0),
+    "model_integrity_checks": ("sglang_preflight_model_integrity_checks", False),
+    "model_integrity_sha256": ("sglang_preflight_model_integrity_sha256", False),
+    "model_manifest_dir": ("sglang_preflight_model_integrity_manifest_dir", ""),
 }
-BOOLEAN_INPUTS = ("python_downloads", "gpu_checks", "allow_busy", "port_check")
+BOOLEAN_INPUTS = (
+    "python_downloads",
+    "gpu_checks",
+    "allow_busy",
+    "port_check",
+    "model_integrity_checks",
+    "model_integrity_sha256",
+)
 # Where a core package derived from a known runtime may come from (a wheelhouse needs a wheel and its sha256).
 CORE_SOURCES = tuple(s for s in SOURCES if s != "wheelhouse")
 
@@ -123,8 +137,18 @@ def service_unit(unit_name: str) -> str:
     return f"{unit_name}.service" if unit_name else ""
 
 
-def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path: str, *, uv_version: str = "") -> dict:
-    """Every path the deploy writes or reads, from the variables that own them."""
+def paths(
+    root: str,
+    unit_name: str,
+    config_dir: str,
+    cache_dir: str,
+    disk_path: str,
+    *,
+    uv_version: str = "",
+    model_manifests: str = "",
+) -> dict:
+    """Every path the deploy writes or reads, from the variables that own them (``model_manifests``:
+    ``sglang_preflight_model_integrity_manifest_dir``, "" for the default under the root's state)."""
     unit = service_unit(unit_name)
     uv_tool_dir = posixpath.join(root, "tools", f"uv-{uv_version}") if uv_version else ""
     return {
@@ -133,7 +157,7 @@ def paths(root: str, unit_name: str, config_dir: str, cache_dir: str, disk_path:
         "current": posixpath.join(root, "current"),
         "state": posixpath.join(root, "state", "last_good"),
         "tools": posixpath.join(root, "tools"),
-        "model_manifests": posixpath.join(root, "state", "model-manifests"),
+        "model_manifests": model_manifests or posixpath.join(root, "state", "model-manifests"),
         "uv_cache": posixpath.join(root, "cache", "uv"),
         "uv_tool_dir": uv_tool_dir,
         "uv": posixpath.join(uv_tool_dir, "bin", "uv") if uv_tool_dir else "",
@@ -547,6 +571,7 @@ def build_plan(
         inputs.get("extra_wheels") or [],
         [r["dir"] for r in chosen["chosen"]],
     )
+    served_ports = service_ports(inputs)
     plan = {
         "release": {"inputs": controller["inputs"], "inputs_sha256": controller["inputs_sha256"]},
         "sglang": {
@@ -572,7 +597,10 @@ def build_plan(
         "patch_sets": [{"name": r["name"], "dir": r["dir"], "serves": r["serves"]} for r in chosen["chosen"]],
         "patch_set_dirs": [r["dir"] for r in chosen["chosen"]],
         "target_checks": target_checks(chosen["chosen"]),
-        "gpus_wanted": gpus_wanted(inputs.get("gpus"), inputs.get("gpu_count"), inputs.get("tp_size")),
+        "gpus_wanted": gpus_wanted(
+            inputs.get("gpus"), inputs.get("gpu_count"), inputs.get("tp_size"), len(served_ports) or 1
+        ),
+        "service_ports": served_ports,
         "paths": paths(
             str(inputs.get("runtime_root") or ""),
             str(inputs.get("unit_name") or ""),
@@ -580,6 +608,7 @@ def build_plan(
             str(inputs.get("cache_dir") or ""),
             str(inputs.get("disk_path") or ""),
             uv_version=str(inputs.get("uv_version") or ""),
+            model_manifests=str(inputs.get("model_manifest_dir") or ""),
         ),
     }
     errors = manifest_errors + controller["errors"] + runtime["errors"] + chosen["errors"]
@@ -592,10 +621,24 @@ def build_plan(
 PYTHON_VARIABLES = "sglang_runtime_python_interpreter / sglang_runtime_python_version"
 
 
-def gpus_wanted(gpus, gpu_count, tp_size) -> int:
+def gpus_wanted(gpus, gpu_count, tp_size, replicas=1) -> int:
     """The GPU count the service gets (``validation_rules.gpus_wanted``, its one formula); a tp size of 0 (the
     service role not loaded) counts as 1."""
-    return validation_rules.gpus_wanted(list(gpus or []), int(gpu_count or 0), int(tp_size or 1))
+    return validation_rules.gpus_wanted(list(gpus or []), int(gpu_count or 0), int(tp_size or 1), int(replicas or 1))
+
+
+def service_ports(inputs: dict) -> list[dict]:
+    """``[{port, unit}]``: every port the service listens on and the unit that holds it - the single unit's, or one
+    per replica (``replica_plan.plan_replicas``, the owner of replica ports and unit names). Empty without the
+    service role's port, or while the replica list is refused (its validation names why)."""
+    port = inputs.get("port") or 0
+    if isinstance(port, bool) or not str(port).isdigit() or not int(port):
+        return []
+    replicas = replica_list(inputs.get("replicas") or [], inputs.get("replica_count") or 0)
+    planned, errors = plan_replicas(
+        [], int(inputs.get("tp_size") or 1), int(port), replicas, unit_name=str(inputs.get("unit_name") or "")
+    )
+    return [] if errors else [{"port": r["port"], "unit": service_unit(r["unit"])} for r in planned]
 
 
 def python_argv0(interpreter: str, version: str) -> str:
@@ -728,25 +771,31 @@ def plan_models(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:
     return {
         "dirs": {variable: model.get("path") for variable, model in sorted(models.items())},
         "target_architecture": architecture,
+        # after a good deploy, the sha256 manifest of each directory that has none yet (the service role)
+        "record_manifests": bool(inputs.get("model_integrity_checks") and inputs.get("model_integrity_sha256")),
+        "manifest_dir": plan["paths"]["model_manifests"],
     }, errors
 
 
 def plan_port(inputs: dict, facts: dict) -> tuple[dict, list, list]:
-    """``(port, errors, warnings)``: the port is free or held by the service's own unit (else port_in_use)."""
-    held = facts.get("port")
+    """``(port, errors, warnings)``: each port of the service (one per replica) is free or held by its own unit
+    (else port_in_use, naming the port and the unit that was not started on it)."""
+    held = facts.get("ports")
     if not inputs.get("port_check") or held is None:
         return {"checked": False}, [], []
-    if held.get("state") == "foreign":
-        return (
-            dict(held, checked=True, failure_class=port_owner.FAILURE_CLASS),
-            [
-                f"{port_owner.FAILURE_CLASS}: {held.get('reason')}; {inputs.get('unit_name') or 'the service'}.service"
-                f" was not started on it. hint: {failure_classifier.hint_for(port_owner.FAILURE_CLASS)}"
-            ],
-            [],
-        )
-    warnings = [held["reason"]] if held.get("state") == "unknown" else []
-    return dict(held, checked=True), [], warnings
+    errors, warnings = [], []
+    for entry in held:
+        if entry.get("state") == "foreign":
+            errors.append(
+                f"{port_owner.FAILURE_CLASS}: {entry.get('reason')}; {entry.get('unit') or 'the service'} was not"
+                f" started on it. hint: {failure_classifier.hint_for(port_owner.FAILURE_CLASS)}"
+            )
+        elif entry.get("state") == "unknown":
+            warnings.append(entry["reason"])
+    verdict = {"checked": True, "ports": held}
+    if errors:
+        verdict["failure_class"] = port_owner.FAILURE_CLASS
+    return verdict, errors, warnings
 
 
 def plan_disk(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:

@@ -134,6 +134,19 @@ def read_unit(unit: str, io) -> dict:
         return {"name": unit, "main_pid": 0, "active_state": "", "invocation_id": "", "error": str(exc)}
 
 
+def read_ports(ports, running: dict, io):
+    """Each service port's holder (``port_owner.port_check``) with the unit that may hold it (its main process
+    is the service's own); ``None`` when no port is read."""
+    if not ports:
+        return None
+    read = []
+    for entry in ports:
+        unit = str(entry.get("unit") or "")
+        owner = running if unit and unit == running.get("name") else (read_unit(unit, io) if unit else {})
+        read.append(dict(io.port(int(entry["port"]), int(owner.get("main_pid") or 0)), unit=unit))
+    return read
+
+
 def read_gpus(p: dict, io) -> dict:
     """nvidia-smi's facts with each GPU's health (``nvidia_smi.gather``), or ``{read: false}`` when off."""
     if not p.get("gpu_checks"):
@@ -174,7 +187,7 @@ def read_host(p: dict, io) -> dict:
             "report": io.reference_venv(venv, p.get("reference_venv_names") or []) if venv else None,
         },
         "unit": running,
-        "port": io.port(int(p["port"]), int(running.get("main_pid") or 0)) if p.get("port") else None,
+        "ports": read_ports(p.get("ports"), running, io),
         "disk": read_disk(paths.get("disk_check") or "/", io),
         "release": read_releases(paths, io) if paths.get("root") else None,
         "files": {path: io.exists(path) for path in p.get("files") or []},

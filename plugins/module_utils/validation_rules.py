@@ -258,9 +258,10 @@ def _divisors(number: int) -> str:
     return ", ".join(str(d) for d in range(1, number + 1) if number % d == 0)
 
 
-def gpus_wanted(gpus: list, gpu_count: int, tp_size: int) -> int:
-    """The number of GPUs a host gives the service: the GPUs listed, else the count asked, else the TP size."""
-    return len(gpus) or gpu_count or tp_size
+def gpus_wanted(gpus: list, gpu_count: int, tp_size: int, replicas: int = 1) -> int:
+    """The number of GPUs a host gives the service: the GPUs listed, else the count asked, else the TP size of
+    each of its replicas."""
+    return len(gpus) or gpu_count or tp_size * replicas
 
 
 def _preflight_gpus(v: dict) -> list[str]:
@@ -542,12 +543,14 @@ def _unproven(v: dict, known: dict) -> list[str]:
 
 def _service_replicas(v: dict) -> list[str]:
     """The replica list against the GPUs, tp size and port (replica_plan.plan_replicas), before any host."""
+    replicas = replica_list(v["sglang_service_replicas"], v["sglang_service_replica_count"])
+    gpus = [str(g) for g in v["sglang_preflight_gpus"]]
+    count = v["sglang_preflight_gpu_count"]
+    if not gpus and count and not any(isinstance(r, dict) and r.get("gpus") for r in replicas):
+        # the count preflight will select: replicas that derive their GPUs must fit in it
+        gpus = [f"(selected GPU {i + 1} of sglang_preflight_gpu_count={count})" for i in range(count)]
     return plan_replicas(
-        v["sglang_preflight_gpus"],
-        v["sglang_service_tp_size"],
-        v["sglang_service_port"],
-        replica_list(v["sglang_service_replicas"], v["sglang_service_replica_count"]),
-        unit_name=v["sglang_service_unit_name"],
+        gpus, v["sglang_service_tp_size"], v["sglang_service_port"], replicas, unit_name=v["sglang_service_unit_name"]
     )[1]
 
 
@@ -557,6 +560,7 @@ _REPLICA_NEEDS = (
     "sglang_preflight_gpus",
     "sglang_service_tp_size",
     "sglang_service_port",
+    "sglang_preflight_gpu_count",
     "sglang_service_unit_name",
 )
 _SERVICE_TIMEOUTS = (

@@ -13,8 +13,9 @@ author: specdec maintainers (@specdec)
 description:
   - One pass over the host, read-only - the Python the release venv is made from, the GPUs (nvidia-smi, with
     compute capability and each GPU's health), the target's and the draft's C(config.json), the reference venv's
-    metadata, the holder of the service port, the free disk where releases go, the releases on disk (complete or
-    not), the release C(current) names, the release record and the running invocation of the unit.
+    metadata, the holder of each service port (one per replica), the free disk where releases go, the releases on
+    disk (complete or not), the release C(current) names, the release record and the running invocation of the
+    unit.
   - Decides nothing - the action C(specdec.sglang.deploy_plan) turns the inputs and these facts into every decision
     of the deploy (C(plugins/module_utils/deploy_plan.py)).
   - The readers are the ones of each subsystem (C(plugins/module_utils/host_facts.py) calls C(nvidia_smi),
@@ -62,12 +63,15 @@ options:
     type: list
     elements: str
     default: []
-  port:
-    description: The service port whose holder is read. V(0) - not read.
-    type: int
-    default: 0
+  ports:
+    description:
+      - The service's ports (one per replica) whose holders are read, each with the unit whose main process may hold
+        it (C(sglang_deploy_plan.service_ports)). Empty - none read.
+    type: list
+    elements: dict
+    default: []
   unit:
-    description: The systemd unit whose running invocation is read (its main process may hold O(port)). Empty - none.
+    description: The systemd unit whose running invocation is read (the restart decision reads it). Empty - none.
     type: str
     default: ''
   paths:
@@ -91,7 +95,7 @@ EXAMPLES = r"""
     models:
       sglang_service_model_path: /models/Qwen3.6-27B
       sglang_service_draft_model_path: /models/Qwen3.6-27B-DFlash
-    port: 30000
+    ports: [{port: 30000, unit: sglang.service}]
     unit: sglang.service
     paths: "{{ sglang_deploy_plan.paths }}"
   register: _facts
@@ -127,10 +131,13 @@ facts:
       description: The unit's C(active_state), C(main_pid), C(invocation_id), C(n_restarts); C(error) without systemd.
       type: dict
       sample: {name: sglang.service, active_state: active, main_pid: 812, invocation_id: 4f0c9a, n_restarts: 0}
-    port:
-      description: The port's holder - C(state) C(free), C(own), C(foreign) (with C(pid), C(command)) or C(unknown).
-      type: dict
-      sample: {state: free, port: 30000}
+    ports:
+      description:
+        - Per port of O(ports), its holder - C(state) C(free), C(own), C(foreign) (with C(pid), C(command)) or
+          C(unknown) - and the C(unit) it belongs to; null when no port is read.
+      type: list
+      elements: dict
+      sample: [{state: free, port: 30000, unit: sglang.service}]
     disk:
       description: C(path), C(measured_at) (its nearest existing parent) and C(free_kib) (C(df -Pk)'s Available).
       type: dict
@@ -161,7 +168,7 @@ ARGUMENT_SPEC = {
     "models": {"type": "dict", "default": {}},
     "reference_venv": {"type": "str", "default": ""},
     "reference_venv_names": {"type": "list", "elements": "str", "default": []},
-    "port": {"type": "int", "default": 0},
+    "ports": {"type": "list", "elements": "dict", "default": []},
     "unit": {"type": "str", "default": ""},
     "paths": {"type": "dict", "default": {}},
     "files": {"type": "list", "elements": "str", "default": []},

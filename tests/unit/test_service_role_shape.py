@@ -21,11 +21,14 @@ REPLICAS = 135
 # guard blocks and the outcome it keeps, ladder_outcome.yml restoring it after the loop (an include_tasks loop
 # evaluates its condition for every item before the first runs).
 LADDER_END = 25
+# The model directories' sha256 manifests recorded at a good deploy moved here from sglang_preflight's
+# record_models entry point, which the deploy entered a second time after the service (issue 33, 15 lines).
+MODEL_RECORD = 15
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
     lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
-    assert lines <= BEFORE // 2 + DAY2 + REPLICAS + LADDER_END, f"{lines} lines of task YAML"
+    assert lines <= BEFORE // 2 + DAY2 + REPLICAS + LADDER_END + MODEL_RECORD, f"{lines} lines of task YAML"
 
 
 def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():

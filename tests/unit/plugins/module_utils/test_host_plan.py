@@ -40,7 +40,7 @@ class FakeHost:
         self.programs = dict(programs or {})
         self.free_kib = free_kib
         self.transcript = transcript
-        self.held = port or {"state": "free"}
+        self.held = port or {"state": "free"}  # every port's holder, or {port: holder}
         self.calls = []
 
     def run_command(self, argv):
@@ -87,7 +87,8 @@ class FakeHost:
         return sorted(c for c in candidates if fnmatch.fnmatch(c, pattern))
 
     def port(self, port, main_pid):
-        return dict(self.held, port=port)
+        held = self.held.get(port, {"state": "free"}) if "state" not in self.held else self.held
+        return dict(held, port=port, main_pid=main_pid)
 
 
 PYTHON = {"/usr/bin/python3": (0, "3.11.2\n", "")}
@@ -111,6 +112,7 @@ def inputs(**overrides):
         "cache_dir": "/var/cache/sglang",
         "tp_size": 1,
         "port_check": True,
+        "port": 30000,
         "min_free_disk_gb": 20,
     }
     base.update(overrides)
@@ -136,7 +138,7 @@ def read(host, args, **params):
         "models": {"sglang_service_model_path": "/models/t", "sglang_service_draft_model_path": "/models/d"},
         "reference_venv": plan["reference_venv"] if plan["manifest_by_source"]["reference_venv"] else "",
         "reference_venv_names": [e["name"] for e in plan["manifest_by_source"]["reference_venv"]],
-        "port": 30000,
+        "ports": plan["service_ports"],
         "unit": plan["service_unit"],
         "paths": plan["paths"],
         "files": [args["ca_bundle"]],
@@ -368,3 +370,47 @@ def test_every_input_of_the_plan_is_read_from_a_role_variable_that_exists():
     variables = {variable for variable, _absent in deploy_plan.INPUT_VARIABLES.values()}
     assert sorted(variables - set(defaults)) == ["sglang_deploy_patch_sets"]  # a play variable, unset by default
     assert set(deploy_plan.BOOLEAN_INPUTS) <= set(deploy_plan.INPUT_VARIABLES)
+
+
+def test_each_replica_port_is_checked_against_its_own_unit_and_a_stranger_on_one_is_named():
+    args = inputs(replicas=[{"name": "a"}, {"name": "b"}])
+    assert controller(args)["service_ports"] == [
+        {"port": 30000, "unit": "sglang-a.service"},
+        {"port": 30001, "unit": "sglang-b.service"},
+    ]
+    host = good_host(port={30001: {"state": "foreign", "pid": 77, "reason": "port 30001 is held by pid 77"}})
+    built = plan_of(host, args)
+    assert built["errors"] == [
+        "port_in_use: port 30001 is held by pid 77; sglang-b.service was not started on it. hint: "
+        + deploy_plan.failure_classifier.hint_for("port_in_use")
+    ]
+    assert [p["unit"] for p in built["plan"]["host"]["port"]["ports"]] == ["sglang-a.service", "sglang-b.service"]
+    # each replica's unit is asked for its main process (the one that may hold its port)
+    assert sum(argv[0] == "systemctl" for argv in host.calls) == 3  # the plan's unit, then a and b
+    assert plan_of(good_host(), args)["errors"] == []
+
+
+def test_the_replica_count_sizes_the_gpus_wanted_and_derives_its_ports():
+    args = inputs(replica_count=4, tp_size=2)
+    plan = controller(args)
+    assert plan["gpus_wanted"] == 8
+    assert [p["port"] for p in plan["service_ports"]] == [30000, 30001, 30002, 30003]
+    assert controller(inputs(replica_count=4, tp_size=2, gpu_count=4))["gpus_wanted"] == 4  # the count asked wins
+    assert controller(inputs(port=0))["service_ports"] == []  # the service role not loaded: no port to read
+    assert (
+        controller(inputs(replicas=[{"name": "a", "port": 30000}, {"name": "b", "port": 30000}]))["service_ports"] == []
+    )  # refused by the replica rules (validation names it); the plan reads no port then
+
+
+def test_the_model_manifests_are_recorded_after_a_good_deploy_where_the_plan_says_so():
+    built = plan_of(good_host(), inputs(model_integrity_checks=True, model_integrity_sha256=True))
+    models = built["plan"]["host"]["models"]
+    assert models["record_manifests"] is True
+    assert models["manifest_dir"] == "/opt/sglang/state/model-manifests" == built["plan"]["paths"]["model_manifests"]
+    own = plan_of(good_host(), inputs(model_integrity_checks=True, model_manifest_dir="/srv/manifests"))
+    assert own["plan"]["host"]["models"] | {"dirs": None} == {
+        "dirs": None,
+        "target_architecture": own["plan"]["host"]["models"]["target_architecture"],
+        "record_manifests": False,  # no sha256: nothing to record
+        "manifest_dir": "/srv/manifests",
+    }
