@@ -18,8 +18,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.specdec.sglang.plugins.module_utils import patchset
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError
 from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import (
+    ALL_ROLES,
     PLAYS,
-    ROLES,
     check_inputs,
 )
 
@@ -37,7 +37,7 @@ def _load(path: str):
 def role_specs(roles_dir: str = ROLES_DIR) -> dict:
     """role -> variable -> argument spec of its ``main`` entry point."""
     specs = {}
-    for role in ROLES:
+    for role in ALL_ROLES:
         data = _load(os.path.join(roles_dir, role, "meta", "argument_specs.yml"))
         specs[role] = dict((data.get("argument_specs") or {}).get("main", {}).get("options") or {})
     return specs
@@ -136,9 +136,9 @@ class ActionModule(ActionBase):
                 raise AnsibleError("validate_inputs: outside a role, name the play (play:) or the roles (roles:)")
             roles = [role.get_name().split(".")[-1]]
         roles = tuple(roles) if roles is not None else tuple(PLAYS[play]["roles"])
-        unknown = sorted(set(roles) - set(ROLES))
+        unknown = sorted(set(roles) - set(ALL_ROLES))
         if unknown:
-            raise AnsibleError(f"validate_inputs: roles {', '.join(unknown)}; allowed: {', '.join(ROLES)}")
+            raise AnsibleError(f"validate_inputs: roles {', '.join(unknown)}; allowed: {', '.join(ALL_ROLES)}")
         return play, roles
 
     def run(self, tmp=None, task_vars=None):

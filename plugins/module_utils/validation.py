@@ -278,7 +278,7 @@ def _check_list(name: str, items: list, spec: dict, rule: dict) -> list[str]:
         seen = [show(i) for i in items]
         twice = sorted({s for s in seen if seen.count(s) > 1})
         if twice:
-            errors.append(f"{name}: {', '.join(twice)} listed more than once")
+            errors.append(f"{name}: {', '.join(twice)} listed more than once; allowed: each item once")
     elements = spec.get("elements")
     for position, item in enumerate(items):
         label = f"{name}[{position}]"

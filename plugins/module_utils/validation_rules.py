@@ -36,6 +36,11 @@ from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
 )
 
 ROLES = ("sglang_service", "sglang_preflight", "sglang_runtime", "sglang_patches")
+# The gateway (playbooks/gateway.yml, rolling.yml) is no role of the deploy: its variables are checked where it
+# runs (its validate entry point), and the play-level ones its playbooks read (sglang_gateway_worker_group,
+# sglang_gateway_worker_address) stay out of the deploy's unknown-name check.
+GATEWAY = "sglang_gateway"
+ALL_ROLES = (*ROLES, GATEWAY)
 ROLE_PREFIXES = tuple(f"{role}_" for role in ROLES)
 PLAY_PREFIXES = ("sglang_deploy_", "sglang_rollback_", "sglang_stop_", "sglang_diagnose_")
 KNOWN_RUNTIMES_FILE = "roles/sglang_runtime/files/known_runtimes.yml"
@@ -48,6 +53,10 @@ _GPU_ID = {
     "means": 'a GPU index ("1"), UUID ("GPU-...") or PCI bus id ("0000:41:00.0"); see nvidia-smi -L',
     "unique": True,
 }
+_UNIT_NAME = {
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]*(?<!\.service)$",
+    "means": 'a systemd unit name of [A-Za-z0-9_.@-], without ".service"',
+}
 _ACCOUNT = {"pattern": r"^[a-z_][a-z0-9_-]*$", "means": "a user or group name of [a-z0-9_-]"}
 _RELEASE_ID = r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)?$"
 _BATCH = {"batch_size": True}
@@ -56,10 +65,7 @@ _PERCENT = {"min": 0, "max": 100}
 ROLE_RULES = {
     "sglang_service": {
         "sglang_service_replica_count": {"min": 0, "max": 64},
-        "sglang_service_unit_name": {
-            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]*(?<!\.service)$",
-            "means": 'a systemd unit name of [A-Za-z0-9_.@-], without ".service"',
-        },
+        "sglang_service_unit_name": _UNIT_NAME,
         "sglang_service_user": _ACCOUNT,
         "sglang_service_group": _ACCOUNT,
         "sglang_service_home": {"abs_path": True},
@@ -198,6 +204,25 @@ ROLE_RULES = {
         "sglang_patches_release_dir": {"abs_path": True},
         "sglang_patches_venv_dir": {"abs_path": True},
         "sglang_patches_source_tree": {"abs_path": True, "allow_empty": True},
+    },
+    GATEWAY: {
+        "sglang_gateway_workers": {
+            "non_empty": True,
+            "unique": True,
+            "pattern": r"^https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]+$",
+            "means": "a worker URL http://<address>:<port> (IPv6 in brackets, no path; each once: playbooks/gateway.yml"
+            " lists every replica of the worker group)",
+        },
+        "sglang_gateway_port": {"min": 1024, "max": 65535},
+        "sglang_gateway_prometheus_port": {"min": 1024, "max": 65535},
+        "sglang_gateway_root": {"abs_path": True},
+        "sglang_gateway_smg_version": {"pattern": r"^[0-9]+(\.[0-9]+)*$", "means": 'an smg version such as "1.13.0"'},
+        "sglang_gateway_uv_version": {"pattern": r"^[0-9]+(\.[0-9]+)*$", "means": 'a uv version such as "0.13.9"'},
+        "sglang_gateway_unit_name": _UNIT_NAME,
+        "sglang_gateway_user": _ACCOUNT,
+        "sglang_gateway_group": _ACCOUNT,
+        "sglang_gateway_home": {"abs_path": True},
+        "sglang_gateway_config_dir": {"abs_path": True},
     },
 }
 
@@ -554,6 +579,26 @@ def _service_replicas(v: dict) -> list[str]:
     )[1]
 
 
+def _gateway_ports(v: dict) -> list[str]:
+    port = v["sglang_gateway_port"]
+    if port != v["sglang_gateway_prometheus_port"]:
+        return []
+    return [
+        f"sglang_gateway_port and sglang_gateway_prometheus_port are both {port}; allowed: two different ports"
+        " (the gateway's and its metrics')"
+    ]
+
+
+def _gateway_smg_wheel(v: dict) -> list[str]:
+    wheels, version = [str(w) for w in v["sglang_gateway_wheels"]], v["sglang_gateway_smg_version"]
+    if not wheels or any(w.rsplit("/", 1)[-1].startswith(f"smg-{version}-") for w in wheels):
+        return []
+    return [
+        f"sglang_gateway_wheels={show(wheels)} has no smg-{version} wheel (sglang_gateway_smg_version={version});"
+        " allowed: the smg wheel of sglang_gateway_smg_version among them, or [] to install from the index"
+    ]
+
+
 _REPLICA_NEEDS = (
     "sglang_service_replicas",
     "sglang_service_replica_count",
@@ -602,6 +647,8 @@ CROSS_RULES = (
     ("sglang_service", ("sglang_service_api_key",), _service_api_key),
     ("sglang_service", ("sglang_service_envelopes",), _service_context_ceiling),
     ("sglang_service", _REPLICA_NEEDS, _service_replicas),
+    (GATEWAY, ("sglang_gateway_port", "sglang_gateway_prometheus_port"), _gateway_ports),
+    (GATEWAY, ("sglang_gateway_wheels", "sglang_gateway_smg_version"), _gateway_smg_wheel),
 )
 _UNPROVEN_NEEDS = (
     "sglang_runtime_allow_unproven",

@@ -218,7 +218,8 @@ def test_mutation_values_the_projects_own_validation_refuses_are_refused():
     errors = survey_checks.question_errors(q, template, SPECS)
     assert len(errors) == 1
     assert errors == [
-        "specdec_awx_envelope_ladder='full,full' -> sglang_service_envelope_ladder: \"full\" listed more than once"
+        "specdec_awx_envelope_ladder='full,full' -> sglang_service_envelope_ladder: \"full\" listed more than once;"
+        " allowed: each item once"
     ]
     template, q = mutated("sglang rollback", "sglang_rollback_release", default="release 7")
     errors = survey_checks.question_errors(q, template, SPECS)

@@ -77,7 +77,7 @@ def test_list_elements_are_checked_one_by_one_with_their_index():
     rule = {"pattern": "^[0-9]+$", "means": "a GPU index", "unique": True}
     errors = check("sglang_preflight_gpus", ["1", "x", "1"], LIST_STR, rule)
     assert errors == [
-        'sglang_preflight_gpus: "1" listed more than once',
+        'sglang_preflight_gpus: "1" listed more than once; allowed: each item once',
         'sglang_preflight_gpus[1]="x": must be a GPU index',
     ]
 
