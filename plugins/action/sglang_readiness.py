@@ -6,7 +6,7 @@ The readiness wait is the longest task of a deploy, usually ``async`` with a pol
 worker process. A cancelled AWX job (ansible-runner SIGKILLs ansible-playbook's process group) or a
 killed ansible-playbook leaves that worker (its own session) polling for as long as the task's async
 budget: ``controller.guard_worker`` ends it when its ansible-playbook is gone. The host-side job is
-reaped by the next run (``sglang_release`` step ``reap``).
+reaped by the next run (``sglang_release_reap``).
 """
 
 from __future__ import annotations

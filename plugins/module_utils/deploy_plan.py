@@ -43,7 +43,13 @@ from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection impor
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
 from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import assess_host
 from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
-from ansible_collections.specdec.sglang.plugins.module_utils.release import build_decision, release_dir, releases_dir
+from ansible_collections.specdec.sglang.plugins.module_utils.release import (
+    build_decision,
+    current_link,
+    last_good_dir,
+    release_dir,
+    releases_dir,
+)
 from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
 from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
 from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
@@ -154,8 +160,8 @@ def paths(
     return {
         "root": root,
         "releases": releases_dir(root),
-        "current": posixpath.join(root, "current"),
-        "state": posixpath.join(root, "state", "last_good"),
+        "current": current_link(root),
+        "state": last_good_dir(root),
         "tools": posixpath.join(root, "tools"),
         "model_manifests": model_manifests or posixpath.join(root, "state", "model-manifests"),
         "uv_cache": posixpath.join(root, "cache", "uv"),

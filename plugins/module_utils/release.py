@@ -3,7 +3,7 @@
 """The decisions of a deploy, in one place: the release record, restart, ladder, outcome, rollback, report.
 
 The service role sequences systemd steps; every decision between them is a function here,
-called through the ``specdec.sglang.sglang_release`` module:
+called through the ``specdec.sglang.sglang_release_*`` modules (``release_steps.py``):
 
 - the release record (``<root>/state/last_good/deploy.json``): a versioned schema, read with
   migration from older formats (``read_record``) and written in the current one (``dump_record``);
@@ -24,12 +24,26 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 
 SCHEMA_VERSION = 2
 RECORD_NAME = "deploy.json"
 # Written in a release directory only after its venv, overlay, patch sets and their verification
 # are all done: only a release that has it is skipped by the build or accepted by a rollback.
 COMPLETE_MARKER = ".complete"
+# A release id: a directory name under <root>/releases (the plan's ids are 12 hex digits; an operator may name one).
+RELEASE_ID = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
+RELEASE_ID_RE = re.compile("^%s$" % RELEASE_ID)
+
+
+def current_link(root: str) -> str:
+    """``<root>/current``: the link to the release the service runs from."""
+    return posixpath.join(str(root), "current")
+
+
+def last_good_dir(root: str, replica: str = "") -> str:
+    """``<root>/state/last_good`` (``last_good-<replica>`` for a named replica): the record and the good files."""
+    return posixpath.join(str(root), "state", "last_good" + ("-%s" % replica if replica else ""))
 
 
 def releases_dir(root: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release import rollback_state
+from ansible_collections.specdec.sglang.plugins.module_utils.release import last_good_dir, rollback_state
 
 PORT_MIN = 1024
 PORT_MAX = 65535
@@ -245,7 +245,7 @@ def service_replicas(
                 "unit_path": f"/etc/systemd/system/{unit}.service",
                 "env_path": f"{config_dir}/{unit}.env",
                 "config_path": f"{config_dir}/{unit}.yaml",
-                "state_dir": f"{state}/last_good{suffix}",
+                "state_dir": last_good_dir(runtime_root.rstrip("/"), name),
                 "readiness_job": f"{state}/readiness{suffix}.job",
                 "deploy_marker": f"/run/{unit}-deploying",
             }
@@ -274,7 +274,7 @@ def _numbers(reports, key):
 
 
 def host_report(host: str, reports: list[dict], texts: list[list[str]], rollbacks=None) -> dict:
-    """One host's report over its replicas' reports (``sglang_release`` step ``report``, one per replica).
+    """One host's report over its replicas' reports (``sglang_release_report``, one per replica).
 
     The fields the fleet summary reads (``ok``, ``host``, ``release_id``, ``time_to_ready_s``,
     ``spec_accept_length``, ``speculative_algorithm``, ``failure_class``, ``rollback``) say the host: ok only

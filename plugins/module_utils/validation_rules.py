@@ -25,6 +25,7 @@ import difflib
 import re
 
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import text_config
+from ansible_collections.specdec.sglang.plugins.module_utils.release import RELEASE_ID
 from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
     SpecError,
@@ -58,7 +59,7 @@ _UNIT_NAME = {
     "means": 'a systemd unit name of [A-Za-z0-9_.@-], without ".service"',
 }
 _ACCOUNT = {"pattern": r"^[a-z_][a-z0-9_-]*$", "means": "a user or group name of [a-z0-9_-]"}
-_RELEASE_ID = r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)?$"
+_RELEASE_ID = r"^(%s)?$" % RELEASE_ID  # release.py owns the id; "" is the default here
 _BATCH = {"batch_size": True}
 _PERCENT = {"min": 0, "max": 100}
 

@@ -160,7 +160,7 @@ options:
       - While it runs, the module writes its pid, that process's start, its async job (the async_wrapper's job id,
         process group and temporary directory) into this file (0600), and removes it when it ends. A play
         interrupted while it waits (Ctrl-C, an AWX cancel) leaves the file; the next run's C(reap) step of
-        M(specdec.sglang.sglang_release) ends that job and removes its leftovers.
+        M(specdec.sglang.sglang_release_reap) ends that job and removes its leftovers.
     type: path
   journal_max_bytes:
     description:

@@ -34,6 +34,7 @@ ALLOWED = (
     "docs/prometheus/*.yml",
     "plugins/action/*.py",
     "plugins/modules/*.py",
+    "plugins/doc_fragments/*.py",
     "plugins/module_utils/*.py",
     "plugins/plugin_utils/*.py",
     "plugins/filter/*.py",

@@ -273,12 +273,12 @@ def test_validation_tasks_carry_no_fallback_defaults_of_their_role_variables(rol
 # fails here. The patterns match code (a path joined from its parts, a Jinja concatenation, a regex), not prose.
 DERIVED = {
     "state/last_good": (
-        re.compile(r"""["']state["']\s*,\s*["']last_good["']|(\}\}|~\s*["'])/state/last_good"""),
-        {"plugins/module_utils/deploy_plan.py"},
+        re.compile(r"""["']state["']\s*,\s*["']last_good|(\}\}|~\s*["']|\})/state/last_good"""),
+        {"plugins/module_utils/release.py"},
     ),
     "current": (
         re.compile(r"""["']current["']\s*\)|\}\}/current\b|~\s*["']/current\b"""),
-        {"plugins/module_utils/deploy_plan.py"},
+        {"plugins/module_utils/release.py"},
     ),
     "uv paths": (
         re.compile(
@@ -287,8 +287,8 @@ DERIVED = {
         {"plugins/module_utils/deploy_plan.py"},
     ),
     "release-id pattern": (
-        re.compile(r"""\^\(?\[A-Za-z0-9(_-\]\[A-Za-z0-9)?\._-\]"""),
-        {"plugins/module_utils/validation_rules.py"},
+        re.compile(r"""(\^\(?|\br["'])\[A-Za-z0-9(_-\]\[A-Za-z0-9)?\._-\]"""),
+        {"plugins/module_utils/release.py"},
     ),
     "GPU count": (
         re.compile(
@@ -301,15 +301,12 @@ DERIVED = {
 # one fails the test; one that is gone may leave this list.
 NOT_YET = {
     ("state/last_good", "playbooks/diagnose.yml"),
-    ("state/last_good", "plugins/modules/sglang_release.py"),
     ("state/last_good", "roles/sglang_service/vars/main.yml"),
     ("current", "playbooks/diagnose.yml"),
-    ("current", "plugins/modules/sglang_release.py"),
     ("current", "roles/sglang_service/tasks/attempt.yml"),
     ("current", "roles/sglang_service/templates/sglang-watch.json.j2"),
     ("current", "roles/sglang_service/templates/sglang.env.j2"),
     ("current", "roles/sglang_service/templates/sglang.service.j2"),
-    ("release-id pattern", "plugins/modules/sglang_release.py"),
     # The GPU check alone (tasks_from: gpus, plays without a deploy plan); a deploy counts through the plan.
     ("GPU count", "roles/sglang_preflight/tasks/gpus.yml"),
 }

@@ -1,4 +1,4 @@
-"""The service role sequences systemd steps; its decisions and the release record are sglang_release's."""
+"""The service role sequences systemd steps; its decisions and the release record are the sglang_release_* modules'."""
 
 import pathlib
 

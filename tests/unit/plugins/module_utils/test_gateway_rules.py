@@ -17,7 +17,7 @@ SPECS = {
 DEFAULTS = yaml.safe_load((REPO / "roles" / GATEWAY / "defaults" / "main.yml").read_text())
 GOOD = {
     **{k: v for k, v in DEFAULTS.items() if "{{" not in str(v)},
-    "sglang_gateway_workers": ["http://10.0.0.5:30000", "http://10.0.0.5:30001", "http://[fd00::7]:30000"],
+    "sglang_gateway_workers": ["http://192.0.2.5:30000", "http://192.0.2.5:30001", "http://[2001:db8::7]:30000"],
 }
 
 
@@ -34,8 +34,8 @@ def test_the_lab_and_default_inputs_are_valid():
     ("changes", "expected"),
     [
         ({"sglang_gateway_workers": []}, "sglang_gateway_workers"),
-        ({"sglang_gateway_workers": ["10.0.0.5:30000"]}, "sglang_gateway_workers"),
-        ({"sglang_gateway_workers": ["http://10.0.0.5:30000/v1"]}, "sglang_gateway_workers"),
+        ({"sglang_gateway_workers": ["192.0.2.5:30000"]}, "sglang_gateway_workers"),
+        ({"sglang_gateway_workers": ["http://192.0.2.5:30000/v1"]}, "sglang_gateway_workers"),
         ({"sglang_gateway_workers": ["http://a:1", "http://a:1"]}, "sglang_gateway_workers"),
         ({"sglang_gateway_port": 80}, "sglang_gateway_port=80"),
         ({"sglang_gateway_prometheus_port": 70000}, "sglang_gateway_prometheus_port=70000"),

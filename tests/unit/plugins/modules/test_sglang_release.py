@@ -1,4 +1,4 @@
-"""The sglang_release module: each step through the real module entry point, on a release tree under tmp_path."""
+"""The sglang_release_* modules: each operation through its real module entry point, on a release tree in tmp_path."""
 
 import json
 import os
@@ -7,9 +7,34 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.specdec.sglang.plugins.modules import sglang_release
+from ansible_collections.specdec.sglang.plugins.module_utils import release_steps
+from ansible_collections.specdec.sglang.plugins.modules import (
+    sglang_release_judge,
+    sglang_release_observe,
+    sglang_release_plan,
+    sglang_release_reap,
+    sglang_release_record,
+    sglang_release_report,
+    sglang_release_restart,
+    sglang_release_rollback,
+    sglang_release_target,
+)
 from support.module_run import run_main, set_module_args
 
+MODULES = {
+    module.OPERATION: module
+    for module in (
+        sglang_release_plan,
+        sglang_release_restart,
+        sglang_release_judge,
+        sglang_release_rollback,
+        sglang_release_observe,
+        sglang_release_record,
+        sglang_release_report,
+        sglang_release_target,
+        sglang_release_reap,
+    )
+}
 ENVELOPES = {"full": {"mem_fraction_static": 0.88}, "small": {"mem_fraction_static": 0.95}}
 V1 = {
     "release_id": "r1",
@@ -64,6 +89,7 @@ def run(
     process=None,
     started=None,
     own_tmp="",
+    step,
     **params,
 ):
     args = {
@@ -91,13 +117,13 @@ def run(
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     # The running process as /proc would show it: (argv, resolved paths, environ, unreadable) by pid, its start.
-    monkeypatch.setattr(sglang_release.Host, "process", lambda self, pid: (process or {}).get(pid))
-    monkeypatch.setattr(sglang_release.Host, "started_at", lambda self, pid, monotonic_us=None: started)
+    monkeypatch.setattr(release_steps.Host, "process", lambda self, pid: (process or {}).get(pid))
+    monkeypatch.setattr(release_steps.Host, "started_at", lambda self, pid, monotonic_us=None: started)
     # Ansible's async results and temporary directories of this "host": under the tree, never the runner's home.
-    monkeypatch.setattr(sglang_release.Host, "async_dir", lambda self: str(tree["root"] / "home" / ".ansible_async"))
-    monkeypatch.setattr(sglang_release.Host, "remote_tmp", lambda self: str(tree["root"] / "home" / ".ansible" / "tmp"))
-    monkeypatch.setattr(sglang_release.Host, "own_tmp_dir", lambda self: own_tmp)
-    out = run_main(sglang_release.main, capsys)
+    monkeypatch.setattr(release_steps.Host, "async_dir", lambda self: str(tree["root"] / "home" / ".ansible_async"))
+    monkeypatch.setattr(release_steps.Host, "remote_tmp", lambda self: str(tree["root"] / "home" / ".ansible" / "tmp"))
+    monkeypatch.setattr(release_steps.Host, "own_tmp_dir", lambda self: own_tmp)
+    out = run_main(MODULES[step].main, capsys)
     out["_commands"] = commands
     return out
 
@@ -347,23 +373,6 @@ def test_target_refuses_an_incomplete_release_naming_the_complete_ones(monkeypat
     assert "Complete releases, newest first: r1, r0." in out["msg"]
 
 
-def test_build_skips_a_complete_release_and_rebuilds_an_incomplete_one(monkeypatch, capsys, tree):
-    done = run(monkeypatch, capsys, tree, step="build", release_id="r2")
-    assert (done["changed"], done["build"], done["complete"]) == (False, False, True)
-    (tree["root"] / "releases" / "r2" / ".complete").unlink()
-    out = run(monkeypatch, capsys, tree, step="build", release_id="r2")
-    assert (out["build"], out["complete"]) == (True, False)
-    new = run(monkeypatch, capsys, tree, step="build", release_id="r9")
-    assert (new["build"], new["complete"]) == (True, False)
-
-
-def test_build_refuses_to_rebuild_the_incomplete_release_current_points_to(monkeypatch, capsys, tree):
-    (tree["root"] / "releases" / "r1" / ".complete").unlink()
-    out = run(monkeypatch, capsys, tree, step="build", release_id="r1")
-    assert out["failed"] is True
-    assert "release r1 has no .complete" in out["msg"] and "never rebuilt in place" in out["msg"]
-
-
 def test_judge_times_the_start_to_the_hosts_verdict_not_to_ansibles_return(monkeypatch, capsys, tree):
     readiness = {"ready": False, "failure_class": "crashed_on_start", "verdict_epoch": 103.04}
     out = run(
@@ -471,7 +480,7 @@ def test_a_full_disk_at_the_record_changes_nothing_and_leaves_no_temp_file(monke
     for path in tree["files"].values():
         with open(path, "a") as handle:
             handle.write("new\n")
-    real = sglang_release.shutil.copyfile
+    real = release_steps.shutil.copyfile
     copies = []
 
     def copyfile(src, dest):
@@ -482,7 +491,7 @@ def test_a_full_disk_at_the_record_changes_nothing_and_leaves_no_temp_file(monke
             raise OSError(28, "No space left on device", src, None, dest)  # as shutil's sendfile copy says it
         return real(src, dest)
 
-    monkeypatch.setattr(sglang_release.shutil, "copyfile", copyfile)
+    monkeypatch.setattr(release_steps.shutil, "copyfile", copyfile)
     out = run(monkeypatch, capsys, tree, step="record", release_id="r2", envelope="full")
     assert out["failed"] is True
     assert out["record_error"]["errno"] == "ENOSPC" and out["record_error"]["free_bytes"] > 0
@@ -524,7 +533,7 @@ def test_reap_ends_a_live_readiness_job_by_its_group_and_removes_its_leftovers(m
         boot = open("/proc/sys/kernel/random/boot_id").read().strip()
         record = {
             "pid": job.pid,
-            "start": sglang_release.host_lock.process_start_token(boot, stat),
+            "start": release_steps.host_lock.process_start_token(boot, stat),
             "pgid": job.pid,
             "jid": "j9",
             "async_dir": str(async_dir),
@@ -672,7 +681,7 @@ def test_observe_on_a_full_disk_leaves_the_record_and_warns(monkeypatch, capsys,
     def full(self, dest, text, mode):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sglang_release.Host, "write", full)
+    monkeypatch.setattr(release_steps.Host, "write", full)
     out = run(
         monkeypatch,
         capsys,

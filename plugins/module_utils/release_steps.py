@@ -1,365 +1,31 @@
-#!/usr/bin/python
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The operations on the release record and the service's switch, one per ``sglang_release_*`` module.
+
+``Steps`` holds one method per operation over the pure decisions of ``release.py``; ``Host`` is their side
+effects (files, links, systemctl, /proc, the journal; a fake in unit tests). Each thin module runs one
+operation (``run_module``); ``judge`` and ``report`` read no host file and run on the controller too
+(``run_on_controller``, their action plugins).
+"""
+
 from __future__ import annotations
 
-DOCUMENTATION = r"""
----
-module: sglang_release
-short_description: The decisions of an SGLang deploy, and the release record that remembers them
-version_added: 0.1.0
-author: specdec maintainers (@specdec)
-description:
-  - One owner for the release record C(<runtime_root>/state/last_good/deploy.json) and for every
-    decision of the service role between its systemd steps. Each O(step) is one decision.
-  - C(plan) reads the record (migrating older formats) and chooses the first envelope of the ladder.
-  - C(restart) reads the unit's state, where C(current) points and the checksums of the live and the last
-    good files, and says whether the service must restart. It fails when the release has no launcher.
-    It also compares the running process with the one the record verified - its release (from its resolved
-    command line, executable, working directory and mapped files), environment and command line (RV(observed)).
-    A difference is RV(drift), a reason to restart and verify. What cannot be read of the process (its
-    C(environ), C(exe), C(cwd) or C(maps) where root lacks CAP_SYS_PTRACE) is listed in RV(observed) (C(unreadable),
-    C(unreadable_reasons)), never taken as the same; drift is then decided on what can be read - the unit,
-    environment and config files changed after the process started, systemd's C(ExecStart), C(Environment) and
-    C(EnvironmentFiles) against the recorded ones, a start outside the deploy (another invocation, not by
-    C(Restart=)), C(current) switched after the process started. And it reads what happened since the record -
-    C(NRestarts), the exits in the unit's journal, the log lines of the last one (RV(restarts_since_record)).
-  - C(judge) turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
-    C(judge) and C(report) run on the controller (the action plugin of the same name) - they read no host file.
-  - C(rollback) restores the last good unit, environment and config files and points C(current) back at the
-    last good release, when it is still on disk.
-  - C(observe), after a rollback that serves, makes the record's observation the restored process (the one the
-    rollback verified), so the next deploy compares the running process with it.
-  - C(record) keeps copies of the files that proved good, writes the record (with the verified process as
-    observed now) and prunes old releases. Every file is written to a temporary name first and renamed only when
-    all are written, so a failure (a full disk) leaves the last good copies and the record as they were and no
-    temporary file behind; the task fails with RV(record_error), which C(judge) (O(record_error)) turns into a
-    failed attempt that rolls back.
-  - C(report) builds the success or failure report, its text, and the per-host statistics.
-  - C(target) chooses the release C(playbooks/rollback.yml) returns to; only a complete release (one with
-    C(<runtime_root>/releases/<id>/.complete)) is accepted.
-  - C(reap) ends a readiness job left running on the host by an interrupted run (O(job_file), written by
-    M(specdec.sglang.sglang_readiness)) - SIGTERM to its async job's process group, SIGKILL after 5 s, only while
-    its pid is still the process that wrote the file - and removes the job's async results file and temporary
-    directory. It also removes what earlier runs of the collection left whatever the job file says - the async
-    results of a readiness job for O(job_file) that ended before this step, and Ansible's C(ansible-tmp-*)
-    directories under the remote temporary directory whose module wrapper runs one of this collection's modules,
-    older than 60 s and used by no running process; other tools' files are never touched.
-  - C(build) says whether the release O(release_id) must be built - not when it is complete - and fails when it is
-    incomplete and C(current) points to it (the release the engine runs from is never rebuilt in place).
-  - The decisions are the pure functions of C(plugins/module_utils/release.py).
-options:
-  step:
-    description: The decision to make.
-    type: str
-    required: true
-    choices: [plan, restart, judge, rollback, observe, record, report, target, build, reap]
-  runtime_root:
-    description:
-      - The release tree (C(<root>/releases/<id>), C(<root>/current)); the service role passes C(sglang_runtime_root).
-    type: path
-    required: true
-  state_dir:
-    description: Where the record and the last good files live. Default C(<runtime_root>/state/last_good).
-    type: path
-  unit:
-    description: The systemd unit, for example C(sglang.service).
-    type: str
-    default: sglang.service
-  release_id:
-    description: The release being deployed (steps C(plan), C(restart), C(judge), C(record), C(report), C(build)).
-    type: str
-    default: ""
-  ladder:
-    description: Envelope names, largest first.
-    type: list
-    elements: str
-    default: []
-  envelopes:
-    description: Envelope settings by name (each ladder name must be a key).
-    type: dict
-    default: {}
-  ladder_failure_classes:
-    description: Failure (cause) classes that move the ladder to the next envelope.
-    type: list
-    elements: str
-    default: [oom_mem_fraction, cuda_oom, cuda_graph_capture, mamba_cache_oom]
-  files:
-    description:
-      - The live files of the deploy, by role (C(unit), C(env), C(config)), as paths on the host. Their last
-        good copies are kept in O(state_dir) under the same base names.
-    type: dict
-    default: {}
-  restart_requested:
-    description: Step C(restart). A configuration change asked for a restart.
-    type: bool
-    default: false
-  launcher:
-    description: Step C(restart). The program the unit runs from the new release; it must exist.
-    type: path
-  readiness:
-    description: Steps C(judge), C(record), C(report). The registered result of M(specdec.sglang.sglang_readiness).
-    type: dict
-    default: {}
-  rollback_readiness:
-    description: Step C(report). The readiness result of the rolled-back release; omit when none was started.
-    type: dict
-  attempts:
-    description: Steps C(judge), C(report). The attempts so far (the RV(attempts) of the previous C(judge)).
-    type: list
-    elements: dict
-    default: []
-  envelope:
-    description: Steps C(judge), C(record), C(report). The envelope of this attempt, or the one that is ready.
-    type: str
-    default: ""
-  restarted:
-    description: Steps C(judge), C(report). Whether the service was (re)started for this attempt.
-    type: bool
-    default: false
-  started_at:
-    description:
-      - Step C(judge). The host's epoch seconds when the service was started (the host's clock, as the readiness
-        result's C(verdict_epoch)); the attempt's C(start_to_verdict_s) is the difference, on that one clock.
-    type: float
-  record_error:
-    description:
-      - Step C(judge). The RV(record_error) of a failed C(record) step - the ready attempt fails with
-        C(record_failed) and the deploy rolls back.
-    type: dict
-  drift:
-    description: Step C(report). The RV(drift) of the C(restart) step.
-    type: list
-    elements: str
-    default: []
-  restarts_since_record:
-    description: Step C(report). The RV(restarts_since_record) of the C(restart) step.
-    type: dict
-  observed:
-    description:
-      - Step C(report). The RV(observed) of the C(restart) step; what of the process could not be read is said in the
-        report's text.
-    type: dict
-    default: {}
-  keep_releases:
-    description: Step C(record). Releases to keep; the current, the last good and its previous are never removed.
-    type: int
-    default: 3
-  fields:
-    description:
-      - Step C(record) - extra record fields (C(base_url), C(speculative_algorithm), C(served_model_name)).
-      - Step C(report) - C(previous_release_id), and C(stop_result) (systemd's C(Result) after the stop of the
-        previous server - C(timeout) when its drain outlasted C(TimeoutStopSec)), copied into the report.
-    type: dict
-    default: {}
-  outcome:
-    description: Step C(report). C(ready) for the success report; anything else builds the failure report.
-    type: str
-    default: ready
-  host:
-    description: Step C(report). The inventory name in the report.
-    type: str
-    default: ""
-  versions:
-    description: Step C(report). Component versions to report next to the server's sglang version.
-    type: dict
-    default: {}
-  context:
-    description: Step C(report). C(gpus), C(tp_size), C(speculative_algorithm), C(base_url) of the deploy.
-    type: dict
-    default: {}
-  rollback_target:
-    description: Step C(report). The release the rollback returned to (RV(target) of the C(rollback) step).
-    type: str
-    default: ""
-  job_file:
-    description: Step C(reap). The readiness job file (the O(specdec.sglang.sglang_readiness#module:job_file)).
-    type: path
-  rollback_release:
-    description: Step C(target). A release id to roll back to; empty means the record's previous good release.
-    type: str
-    default: ""
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Steps C(rollback) and C(record) say what they would change and change nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-notes:
-  - The record has a C(schema) number. Records without one (written before this module) are read as schema 1
-    and migrated; a record newer than this collection reads fails with a message.
-  - Changes files only in steps C(rollback) and C(record).
-seealso:
-  - module: specdec.sglang.sglang_readiness
-"""
+import calendar
+import errno
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
 
-EXAMPLES = r"""
-- name: Plan the switch
-  specdec.sglang.sglang_release:
-    step: plan
-    release_id: 20260801-abc123
-    ladder: [full, small]
-    envelopes: "{{ sglang_service_envelopes }}"
-  register: plan
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, process_state, release
 
-- name: Judge one attempt
-  specdec.sglang.sglang_release:
-    step: judge
-    release_id: 20260801-abc123
-    ladder: [full, small]
-    envelopes: "{{ sglang_service_envelopes }}"
-    envelope: full
-    readiness: "{{ readiness_result }}"
-    attempts: []
-    restarted: true
-  register: verdict
-
-- name: Choose the release playbooks/rollback.yml returns to
-  specdec.sglang.sglang_release:
-    step: target
-  register: target
-"""
-
-RETURN = r"""
-record:
-  description: Steps C(plan), C(record), C(target). The release record in the current schema; null when none.
-  returned: when step is plan, record or target
-  type: dict
-  sample: {"schema": 2, "release_id": "20260801-abc123", "previous_release_id": "20260720-def456",
-           "envelope": "full", "ladder": ["full"], "envelopes": {"full": {"mem_fraction_static": 0.88}}}
-release_dir:
-  description: Step C(plan). The release's directory, C(<runtime_root>/releases/<release_id>) (the one derivation).
-  returned: when step is plan
-  type: str
-  sample: /srv/sglang/releases/0123456789ab
-previous_release_id:
-  description: Step C(plan). The release serving before this deploy (the record's), empty on a first deploy.
-  returned: when step is plan
-  type: str
-first_envelope_index:
-  description: Step C(plan). Index in the ladder of the first envelope to try.
-  returned: when step is plan
-  type: int
-first_envelope:
-  description: Step C(plan). The first envelope to try.
-  returned: when step is plan
-  type: str
-to_try:
-  description: Step C(plan). The envelopes to try, in order.
-  returned: when step is plan
-  type: list
-  elements: str
-restart:
-  description: Step C(restart). Whether the service must restart.
-  returned: when step is restart
-  type: bool
-reasons:
-  description: Step C(restart). Why it must restart (empty when not).
-  returned: when step is restart
-  type: list
-  elements: str
-drift:
-  description: Step C(restart). How the running process differs from the recorded one (empty when it does not).
-  returned: when step is restart
-  type: list
-  elements: str
-observed:
-  description:
-    - Steps C(restart), C(record), C(observe). The running main process - C(invocation_id), C(main_pid), C(release),
-      C(started_at) (epoch s), the sha256 of its environment (systemd's per-start variables left out), command line
-      and systemd settings (C(unit_sha256)); C(unreadable) lists what could not be read (C(environ), C(exe),
-      C(cwd), C(maps), C(cmdline), C(release)) and C(unreadable_reasons) why. Empty when no main process runs.
-  returned: when step is restart, record or observe
-  type: dict
-  sample: {"invocation_id": "5f0c...", "main_pid": 4242, "release": "0123456789ab", "started_at": 1764900000.5,
-           "unreadable": ["cwd", "environ", "exe", "maps"], "unreadable_reasons": {"environ": "Permission denied"},
-           "cmdline_sha256": "9a1f...", "unit_sha256": "77c2..."}
-restarts_since_record:
-  description:
-    - Step C(restart). C(n_restarts), C(exits), C(last_exit) (systemd's line), C(last_exit_at) (epoch s),
-      C(last_exit_lines) (the dead process's last log lines); null when the recorded start still runs.
-  returned: when step is restart
-  type: dict
-record_error:
-  description: Step C(record), on failure. C(errno), C(strerror), C(path) and C(free_bytes) of the state directory.
-  returned: when the record step fails writing
-  type: dict
-attempts:
-  description: Step C(judge). The attempts so far, this one last.
-  returned: when step is judge
-  type: list
-  elements: dict
-outcome:
-  description: Step C(judge). C(ready), C(next_envelope) or C(failed).
-  returned: when step is judge
-  type: str
-target:
-  description: Steps C(rollback), C(target). The release to return to; empty when none.
-  returned: when step is rollback or target
-  type: str
-reaped:
-  description: Step C(reap). Whether a readiness job of an interrupted run was still running and was ended.
-  returned: when step is reap
-  type: bool
-removed:
-  description: Step C(reap). The async results files and temporary directories of that job that were removed.
-  returned: when step is reap
-  type: list
-  elements: str
-build:
-  description: Step C(build). Whether the release must be built (it has no C(.complete) and C(current) is elsewhere).
-  returned: when step is build
-  type: bool
-complete:
-  description: Step C(build). Whether the release has its C(.complete) marker.
-  returned: when step is build
-  type: bool
-restored:
-  description: Step C(rollback). Whether the last good files and C(current) were put back.
-  returned: when step is rollback
-  type: bool
-pruned:
-  description: Step C(record). Release ids removed.
-  returned: when step is record
-  type: list
-  elements: str
-report:
-  description: Step C(report). The deploy report (success or failure).
-  returned: when step is report
-  type: dict
-text:
-  description: Step C(report). The report as lines for the operator (success) or the failure message.
-  returned: when step is report
-  type: list
-  elements: str
-stats:
-  description: Step C(report). The report without its attempts (for C(set_stats)).
-  returned: when step is report
-  type: dict
-"""
-
-import calendar  # noqa: E402
-import errno  # noqa: E402
-import glob  # noqa: E402
-import hashlib  # noqa: E402  (Ansible modules keep their docs first)
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, process_state, release  # noqa: E402
-
-RELEASE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 FILE_ROLES = ("unit", "env", "config")
-STEPS = ("plan", "restart", "judge", "rollback", "observe", "record", "report", "target", "build", "reap")
 # systemd's view of the unit that decides what a start runs (kept in the observation as a digest).
 UNIT_SETTINGS = ("ExecStart", "Environment", "EnvironmentFiles")
 # The main process's start on the monotonic clock (us): its start time, to the microsecond.
@@ -376,8 +42,9 @@ def unit_settings(unit):
     return settings
 
 
-ARGUMENT_SPEC = dict(
-    step=dict(type="str", required=True, choices=list(STEPS)),
+# The release context every operation takes (doc fragment specdec.sglang.release; the action group
+# specdec.sglang.release lets the service role set it once with module_defaults).
+CONTEXT_SPEC = dict(
     runtime_root=dict(type="path", required=True),
     state_dir=dict(type="path"),
     unit=dict(type="str", default="sglang.service"),
@@ -388,28 +55,53 @@ ARGUMENT_SPEC = dict(
         type="list", elements="str", default=["oom_mem_fraction", "cuda_oom", "cuda_graph_capture", "mamba_cache_oom"]
     ),
     files=dict(type="dict", default={}),
-    restart_requested=dict(type="bool", default=False),
-    launcher=dict(type="path"),
-    readiness=dict(type="dict", default={}),
-    rollback_readiness=dict(type="dict"),
-    attempts=dict(type="list", elements="dict", default=[]),
-    envelope=dict(type="str", default=""),
-    restarted=dict(type="bool", default=False),
-    started_at=dict(type="float"),
-    record_error=dict(type="dict"),
-    drift=dict(type="list", elements="str", default=[]),
-    restarts_since_record=dict(type="dict"),
-    observed=dict(type="dict", default={}),
-    keep_releases=dict(type="int", default=3),
-    fields=dict(type="dict", default={}),
-    outcome=dict(type="str", default="ready"),
-    host=dict(type="str", default=""),
-    versions=dict(type="dict", default={}),
-    context=dict(type="dict", default={}),
-    rollback_target=dict(type="str", default=""),
-    rollback_release=dict(type="str", default=""),
-    job_file=dict(type="path"),
 )
+# Each operation's own options (its module's documentation).
+OPERATION_SPECS = {
+    "plan": {},
+    "restart": dict(
+        restart_requested=dict(type="bool", default=False),
+        launcher=dict(type="path"),
+    ),
+    "judge": dict(
+        readiness=dict(type="dict", default={}),
+        attempts=dict(type="list", elements="dict", default=[]),
+        envelope=dict(type="str", default=""),
+        restarted=dict(type="bool", default=False),
+        started_at=dict(type="float"),
+        record_error=dict(type="dict"),
+    ),
+    "rollback": {},
+    "observe": {},
+    "record": dict(
+        readiness=dict(type="dict", default={}),
+        envelope=dict(type="str", default=""),
+        keep_releases=dict(type="int", default=3),
+        fields=dict(type="dict", default={}),
+    ),
+    "report": dict(
+        readiness=dict(type="dict", default={}),
+        rollback_readiness=dict(type="dict"),
+        attempts=dict(type="list", elements="dict", default=[]),
+        envelope=dict(type="str", default=""),
+        restarted=dict(type="bool", default=False),
+        drift=dict(type="list", elements="str", default=[]),
+        restarts_since_record=dict(type="dict"),
+        observed=dict(type="dict", default={}),
+        fields=dict(type="dict", default={}),
+        outcome=dict(type="str", default="ready"),
+        host=dict(type="str", default=""),
+        versions=dict(type="dict", default={}),
+        context=dict(type="dict", default={}),
+        rollback_target=dict(type="str", default=""),
+    ),
+    "target": dict(
+        rollback_release=dict(type="str", default=""),
+    ),
+    "reap": dict(
+        job_file=dict(type="path"),
+    ),
+}
 
 
 class Host:
@@ -754,7 +446,7 @@ class Steps:
         self.p = params
         self.host = host
         self.check_mode = check_mode
-        self.state_dir = params["state_dir"] or os.path.join(params["runtime_root"], "state", "last_good")
+        self.state_dir = params["state_dir"] or release.last_good_dir(params["runtime_root"])
         self.record_path = os.path.join(self.state_dir, release.RECORD_NAME)
 
     def record(self):
@@ -773,7 +465,7 @@ class Steps:
 
     def _check_release_id(self):
         release_id = self.p["release_id"]
-        if not RELEASE_ID.match(release_id or ""):
+        if not release.RELEASE_ID_RE.match(release_id or ""):
             raise release.RecordError(
                 "release_id=%r: expected the id of a release under %s/releases (set by sglang_runtime). "
                 "Run the whole deploy, or name an existing release." % (release_id, self.p["runtime_root"])
@@ -807,7 +499,7 @@ class Steps:
             if role in p["files"]:
                 sha[role] = self.host.sha256(p["files"][role])
                 sha["good_" + role] = self.host.sha256(self._good_copy(role))
-        current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
+        current = os.path.basename(self.host.readlink(release.current_link(p["runtime_root"])))
         record = self.record()
         unit = self.host.show(
             p["unit"], ("ActiveState", "MainPID", "InvocationID", "NRestarts", START_PROPERTY, *UNIT_SETTINGS)
@@ -822,7 +514,7 @@ class Steps:
             observed,
             release_id=p["release_id"],
             changed_at={p["files"][role]: self.host.mtime(p["files"][role]) for role in unchanged},
-            current_changed_at=self.host.mtime(os.path.join(p["runtime_root"], "current")),
+            current_changed_at=self.host.mtime(release.current_link(p["runtime_root"])),
             n_restarts=unit.get("NRestarts") or 0,
         )
         restart, reasons = release.restart_decision(
@@ -875,7 +567,7 @@ class Steps:
         """After a rollback that serves: the record's observation becomes the restored process (the one the
         rollback verified), so the next deploy compares with it and not with the start the rollback replaced."""
         record = self.record()
-        current = os.path.basename(self.host.readlink(os.path.join(self.p["runtime_root"], "current")))
+        current = os.path.basename(self.host.readlink(release.current_link(self.p["runtime_root"])))
         if not record or record.get("release_id") != current:
             return {"changed": False, "observed": {}, "reason": "the record's release is not the one current names"}
         observed = self.observe(
@@ -942,7 +634,7 @@ class Steps:
             for role in FILE_ROLES:
                 if role in p["files"] and self.host.exists(self._good_copy(role)):
                     self.host.copy(self._good_copy(role), p["files"][role], FILE_MODES[role])
-            self.host.link(release.release_dir(p["runtime_root"], target), os.path.join(p["runtime_root"], "current"))
+            self.host.link(release.release_dir(p["runtime_root"], target), release.current_link(p["runtime_root"]))
         return {"changed": restore, "target": target, "on_disk": on_disk, "restored": restore}
 
     def save(self):
@@ -1095,36 +787,43 @@ class Steps:
             own=self.host.own_tmp_dir(),
         )
 
-    def build(self):
-        p = self.p
-        self._check_release_id()
-        complete = self.host.exists(release.complete_marker(p["runtime_root"], p["release_id"]))
-        current = os.path.basename(self.host.readlink(os.path.join(p["runtime_root"], "current")))
-        build, error = release.build_decision(p["release_id"], complete=complete, current_release=current)
-        if error:
-            raise release.RecordError(error)
-        return {"build": build, "complete": complete}
+
+# Where an operation's method differs from its name.
+METHODS = {"record": "save", "observe": "observe_restored"}
+# The operations that read no host file: their action plugins run them on the controller.
+CONTROLLER_OPERATIONS = ("judge", "report")
 
 
-def run_module(module, host=None):
+def argument_spec(operation):
+    """The module argument spec of one operation: the release context and its own options."""
+    return dict(CONTEXT_SPEC, **OPERATION_SPECS[operation])
+
+
+def run_module(module, operation, host=None):
+    """Run one operation in its module (``module.params`` validated by ``argument_spec(operation)``)."""
     steps = Steps(module.params, host or Host(module), check_mode=module.check_mode)
-    step = module.params["step"]
-    method = {"record": steps.save, "observe": steps.observe_restored}.get(step) or getattr(steps, step)
+    name = "sglang_release_%s" % operation
     try:
-        result = method()
+        result = getattr(steps, METHODS.get(operation, operation))()
     except RecordWriteError as exc:
         error = exc.as_dict()
         _cls, reason, hint = release.record_failure(error, state_dir=steps.state_dir, free_bytes=error["free_bytes"])
-        module.fail_json(msg="sglang_release %s: %s; %s" % (step, reason, hint), step=step, record_error=error)
+        module.fail_json(msg="%s: %s; %s" % (name, reason, hint), record_error=error)
     except (release.RecordError, OSError) as exc:
-        module.fail_json(msg="sglang_release %s: %s" % (step, exc), step=step)
+        module.fail_json(msg="%s: %s" % (name, exc))
     result.setdefault("changed", False)
-    module.exit_json(step=step, **result)
+    module.exit_json(**result)
 
 
-def main():
-    run_module(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
-
-
-if __name__ == "__main__":
-    main()
+def run_on_controller(operation, args, check_mode=False):
+    """One controller operation (``CONTROLLER_OPERATIONS``): the module's validation and code, as its result dict."""
+    validated = ArgumentSpecValidator(argument_spec(operation)).validate(args)
+    if validated.error_messages:
+        return {"failed": True, "msg": "; ".join(validated.error_messages)}
+    steps = Steps(validated.validated_parameters, host=None, check_mode=check_mode)
+    try:
+        result = getattr(steps, operation)()
+    except release.RecordError as exc:
+        return {"failed": True, "msg": "sglang_release_%s: %s" % (operation, exc)}
+    result.setdefault("changed", False)
+    return result

@@ -1,0 +1,102 @@
+#!/usr/bin/python
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_release_judge
+short_description: Turn one readiness result of an SGLang start into an attempt and the ladder's outcome
+version_added: 0.2.0
+author: specdec maintainers (@specdec)
+description:
+  - Turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
+  - Runs on the controller (the action plugin of the same name, the module's own argument spec and code) - it
+    reads no host file.
+  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
+    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
+    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
+    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
+options:
+  readiness:
+    description: The registered result of M(specdec.sglang.sglang_readiness).
+    type: dict
+    default: {}
+  attempts:
+    description: The attempts so far (the RV(attempts) of the previous C(judge)).
+    type: list
+    elements: dict
+    default: []
+  envelope:
+    description: The envelope of this attempt, or the one that is ready.
+    type: str
+    default: ""
+  restarted:
+    description: Whether the service was (re)started for this attempt.
+    type: bool
+    default: false
+  started_at:
+    description:
+      - The host's epoch seconds when the service was started (the host's clock, as the readiness
+        result's C(verdict_epoch)); the attempt's C(start_to_verdict_s) is the difference, on that one clock.
+    type: float
+  record_error:
+    description:
+      - The RV(record_error) of a failed C(record) step - the ready attempt fails with
+        C(record_failed) and the deploy rolls back.
+    type: dict
+extends_documentation_fragment:
+  - specdec.sglang.release
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: specdec.sglang.sglang_readiness
+"""
+
+EXAMPLES = r"""
+- name: Judge one attempt
+  specdec.sglang.sglang_release_judge:
+    runtime_root: /opt/sglang
+    release_id: 3f2a9c1b7d10
+    ladder: [full, small]
+    envelopes: "{{ sglang_service_envelopes }}"
+    envelope: full
+    readiness: "{{ readiness_result }}"
+    attempts: []
+    restarted: true
+  register: verdict
+"""
+
+RETURN = r"""
+attempts:
+  description: The attempts so far, this one last.
+  returned: success
+  type: list
+  elements: dict
+outcome:
+  description: C(ready), C(next_envelope) or C(failed).
+  returned: success
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
+    argument_spec,
+    run_module,
+)
+
+OPERATION = "judge"
+
+
+def main():
+    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+
+
+if __name__ == "__main__":
+    main()

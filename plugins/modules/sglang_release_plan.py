@@ -1,0 +1,90 @@
+#!/usr/bin/python
+# Copyright: specdec maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_release_plan
+short_description: Plan the switch of an SGLang deploy from its release record (the first envelope of the ladder)
+version_added: 0.2.0
+author: specdec maintainers (@specdec)
+description:
+  - Reads the record (migrating older formats) and chooses the first envelope of the ladder.
+  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
+    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
+    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
+    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
+extends_documentation_fragment:
+  - specdec.sglang.release
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - The record has a C(schema) number. Records without one (written before this collection) are read as
+    schema 1 and migrated; a record newer than this collection reads fails with a message.
+seealso:
+  - module: specdec.sglang.sglang_readiness
+"""
+
+EXAMPLES = r"""
+- name: Plan the switch from the release record
+  specdec.sglang.sglang_release_plan:
+    runtime_root: /opt/sglang
+    release_id: 3f2a9c1b7d10
+    ladder: [full, small]
+    envelopes: "{{ sglang_service_envelopes }}"
+  register: plan
+"""
+
+RETURN = r"""
+record:
+  description: The release record in the current schema; null when none.
+  returned: success
+  type: dict
+  sample: {"schema": 2, "release_id": "20260801-abc123", "previous_release_id": "20260720-def456",
+           "envelope": "full", "ladder": ["full"], "envelopes": {"full": {"mem_fraction_static": 0.88}}}
+release_dir:
+  description: The release's directory, C(<runtime_root>/releases/<release_id>) (the one derivation).
+  returned: success
+  type: str
+  sample: /srv/sglang/releases/0123456789ab
+previous_release_id:
+  description: The release serving before this deploy (the record's), empty on a first deploy.
+  returned: success
+  type: str
+first_envelope_index:
+  description: Index in the ladder of the first envelope to try.
+  returned: success
+  type: int
+first_envelope:
+  description: The first envelope to try.
+  returned: success
+  type: str
+to_try:
+  description: The envelopes to try, in order.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
+    argument_spec,
+    run_module,
+)
+
+OPERATION = "plan"
+
+
+def main():
+    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+
+
+if __name__ == "__main__":
+    main()
