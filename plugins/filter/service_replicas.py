@@ -16,7 +16,8 @@ description:
     C(gpus) (UUIDs), C(unit_path), C(env_path), C(config_path), C(state_dir), C(readiness_job), C(deploy_marker).
   - An empty list is the host's single replica with the unit name, port, files and state of a deploy without
     replicas.
-  - The same file holds C(replica_host_report), C(replica_merge) and
+  - The same file holds C(envelope_gpus) (what the envelope planner sizes each replica on: its own GPUs),
+    C(replica_host_report), C(replica_merge) and
     C(rolling_order) (the order of a rolling restart through the gateway, checked against
     C(sglang_deploy_min_serving)).
 options:
@@ -92,11 +93,32 @@ def service_replicas(replicas, selected, gpu_uuids, *, tp_size, port, unit_name,
         raise AnsibleFilterError("service_replicas: %s" % exc) from exc
 
 
-def replica_host_report(results, host, rollbacks=None, loop_var="_sglang_service_replica_item"):
+def envelope_gpus(
+    replicas, selected, gpu_uuids, *, tp_size, count=0, unit_name="sglang", port=30000, gpu_facts=(), assumed_mb=0
+):
+    try:
+        return replica_plan.envelope_gpus(
+            list(selected or ()),
+            list(gpu_uuids or ()),
+            int(tp_size),
+            list(replicas or ()),
+            count=int(count or 0),
+            unit_name=str(unit_name),
+            port=int(port),
+            gpu_facts=list(gpu_facts or ()),
+            assumed_memory_mb=int(assumed_mb or 0),
+        )
+    except ValueError as exc:
+        raise AnsibleFilterError("envelope_gpus: %s" % exc) from exc
+
+
+def replica_host_report(results, host, rollbacks=None, loop_var="_sglang_service_replica_item", gateways=()):
     """The host's report from the registered results of the per-replica ``report`` step (a loop).
 
     ``rollbacks``: ``[{name, unit, rollback, rollback_readiness}]`` for the replicas rolled back with the host
-    (``rollback``: the ``rollback`` step's result; ``rollback_readiness``: the restored release's readiness)."""
+    (``rollback``: the ``rollback`` step's result; ``rollback_readiness``: the restored release's readiness).
+    ``gateways``: ``sglang_service_gateways`` when the deploy was gateway-aware: the report's ``out_of_gateways``
+    names the replicas it left out of them."""
     reports, texts = [], []
     for result in results or ():
         replica = (result.get(loop_var) or {}).get("name", "")
@@ -110,7 +132,7 @@ def replica_host_report(results, host, rollbacks=None, loop_var="_sglang_service
         }
         for entry in rollbacks or ()
     }
-    return replica_plan.host_report(str(host), reports, texts, by_name)
+    return replica_plan.host_report(str(host), reports, texts, by_name, list(gateways or ()))
 
 
 def replica_merge(results, updates):
@@ -130,6 +152,7 @@ class FilterModule:
     def filters(self):
         return {
             "service_replicas": service_replicas,
+            "envelope_gpus": envelope_gpus,
             "replica_host_report": replica_host_report,
             "rolling_order": rolling_order,
             "replica_merge": replica_merge,

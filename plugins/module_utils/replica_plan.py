@@ -231,10 +231,7 @@ def service_replicas(
     served = []
     for replica in planned:
         name, unit = replica["name"], replica["unit"]
-        if name:
-            gpus = [by_id.get(g, g) for g in replica["gpus"] or ()]
-        else:
-            gpus = list(uuids)  # the single replica: exactly today's CUDA_VISIBLE_DEVICES
+        gpus = _replica_uuids(replica, uuids, by_id)
         suffix = f"-{name}" if name else ""
         served.append(
             {
@@ -251,6 +248,61 @@ def service_replicas(
             }
         )
     return served
+
+
+def _replica_uuids(replica: dict, uuids: list[str], by_id: dict) -> list[str]:
+    """A planned replica's GPUs as UUIDs: an operator id mapped by its position in the selection; the single
+    replica has exactly today's CUDA_VISIBLE_DEVICES (every selected GPU)."""
+    if replica["name"]:
+        return [by_id.get(g, g) for g in replica["gpus"] or ()]
+    return list(uuids)
+
+
+def envelope_gpus(
+    selected,
+    gpu_uuids,
+    tp_size: int,
+    replicas=(),
+    *,
+    count: int = 0,
+    unit_name: str = "sglang",
+    port: int = 30000,
+    gpu_facts=(),
+    assumed_memory_mb: int = 0,
+) -> list[dict]:
+    """What the envelope planner sizes each replica on, one item per replica: ``{name, unit, gpus}``.
+
+    ``gpus`` are the replica's OWN GPUs (the envelope must fit the memory of the cards that replica runs on, not of
+    the host's selection): with ``gpu_facts`` (preflight's GPU facts, each with ``uuid``), the facts of its UUIDs in
+    its order; without (``assumed_memory_mb`` > 0: hosts without GPUs), ``tp_size`` GPUs of the assumed memory (what
+    one replica's tensor-parallel group holds). ``replicas``/``count``/``selected``/
+    ``gpu_uuids`` as ``service_replicas``: ``[]`` is the single replica on every selected GPU (today's plan).
+    Raises ``ValueError`` with every error of the replica list, or naming a replica GPU without facts.
+    """
+    selected = [str(g) for g in selected or ()]
+    uuids = [str(g) for g in gpu_uuids or ()]
+    by_id = dict(zip(selected, uuids)) if len(selected) == len(uuids) else {}
+    planned, errors = plan_replicas(
+        selected or uuids, tp_size, port, replica_list(replicas, count), unit_name=unit_name
+    )
+    if errors:
+        raise ValueError("; ".join(errors))
+    facts = {str(f.get("uuid")): f for f in gpu_facts or ()}
+    out = []
+    for replica in planned:
+        own = _replica_uuids(replica, uuids, by_id)
+        if facts:
+            missing = [g for g in own if g not in facts]
+            if missing:
+                errors.append(f"replica {replica['name'] or replica['unit']}: no GPU facts for {', '.join(missing)}")
+            gpus = [facts[g] for g in own if g in facts]
+        else:
+            memory = int(assumed_memory_mb or 0)
+            gpus = [{"memory_total_mb": memory, "memory_free_mb": memory}] * tp_size
+        out.append({"name": replica["name"], "unit": replica["unit"], "gpus": gpus})
+    if errors:
+        raise ValueError("; ".join(errors))
+    return out
 
 
 def host_verdict(results: list[dict]) -> dict:
@@ -273,7 +325,22 @@ def _numbers(reports, key):
     return [r[key] for r in reports if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
 
 
-def host_report(host: str, reports: list[dict], texts: list[list[str]], rollbacks=None) -> dict:
+def out_of_gateways(reports: list[dict], rollbacks: dict, gateways) -> list[str]:
+    """The replicas a gateway-aware deploy leaves out of its gateways (``sglang_service_gateways``): each one that
+    did not serve (it never goes back), and each sibling whose rollback did not serve again (it goes back only once
+    its rollback serves). ``rollbacks``: name -> ``{readiness}`` (``None`` when nothing was restored)."""
+    if not gateways:
+        return []
+    out = []
+    for r in reports:
+        name = r.get("replica", "")
+        rollback = rollbacks.get(name)
+        if not r.get("ok") or (rollback is not None and not (rollback.get("readiness") or {}).get("ready")):
+            out.append(name)
+    return out
+
+
+def host_report(host: str, reports: list[dict], texts: list[list[str]], rollbacks=None, gateways=()) -> dict:
     """One host's report over its replicas' reports (``sglang_release_report``, one per replica).
 
     The fields the fleet summary reads (``ok``, ``host``, ``release_id``, ``time_to_ready_s``,
@@ -282,6 +349,7 @@ def host_report(host: str, reports: list[dict], texts: list[list[str]], rollback
     failed replica's class and rollback. ``replicas`` holds each replica's own report (its verdict).
     Returns ``{report, text, stats}`` as the ``report`` step does.
     """
+    out = out_of_gateways(reports, rollbacks or {}, gateways)
     rollbacks = {
         name: rollback_state(rb.get("readiness"), target=rb.get("target", ""), unit=rb.get("unit", name))
         for name, rb in (rollbacks or {}).items()
@@ -310,6 +378,7 @@ def host_report(host: str, reports: list[dict], texts: list[list[str]], rollback
         "attempts": [dict(a, replica=r.get("replica", "")) for r in reports for a in r.get("attempts") or ()],
         "replicas": {r.get("replica", ""): r for r in reports},
         "failed_replicas": [r.get("replica", "") for r in failed],
+        "out_of_gateways": out,
     }
     if failed:
         report.update(
@@ -325,6 +394,11 @@ def host_report(host: str, reports: list[dict], texts: list[list[str]], rollback
         text += ["[%s] %s" % (r.get("replica", ""), line) for line in lines]
         if r.get("rolled_back_with_host"):
             text.append("[%s] rolled back with the host: %s" % (r.get("replica", ""), r["rolled_back_with_host"]))
+        if r.get("replica", "") in out:
+            text.append(
+                "[%s] left out of the gateway(s) %s: put it back once it serves (playbooks/rolling.yml or"
+                " playbooks/gateway.yml)" % (r.get("replica", ""), ", ".join(map(str, gateways)))
+            )
     stats = {k: v for k, v in report.items() if k != "attempts"}
     stats["replicas"] = {
         name: {k: v for k, v in r.items() if k != "attempts"} for name, r in report["replicas"].items()

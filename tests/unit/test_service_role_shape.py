@@ -24,11 +24,17 @@ LADDER_END = 25
 # The model directories' sha256 manifests recorded at a good deploy moved here from sglang_preflight's
 # record_models entry point, which the deploy entered a second time after the service (issue 33, 15 lines).
 MODEL_RECORD = 15
+# Replicas behind gateways (issue 36, 111 lines): the gateway-aware switch and rollback - the gateway role's
+# worker_out / worker_in entry points included around the stop in attempt.yml, after the ladder in
+# replica_switch.yml, around each replica's rollback in replica_rollback.yml, the host read as a gateway worker in
+# replicas.yml - and the `stop` entry point (each replica out of its gateways, drained, stopped). The gateway
+# calls themselves (wait for min serving, DELETE, drain, POST, wait healthy) are the gateway role's.
+GATEWAY = 111
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
     lines = sum(len(path.read_text().splitlines()) for path in TASKS.glob("*.yml"))
-    assert lines <= BEFORE // 2 + DAY2 + REPLICAS + LADDER_END + MODEL_RECORD, f"{lines} lines of task YAML"
+    assert lines <= BEFORE // 2 + DAY2 + REPLICAS + LADDER_END + MODEL_RECORD + GATEWAY, f"{lines} lines of task YAML"
 
 
 def test_no_json_is_parsed_in_jinja_by_the_role_or_the_rollback_playbook():

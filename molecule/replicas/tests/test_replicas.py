@@ -95,19 +95,45 @@ class Streams:
             thread.join(120)
 
 
-def _roll(extra_vars, timeout=600):
-    """playbooks/rolling.yml as its own ansible-playbook process over this scenario's inventory: (rc, output)."""
+def _playbook(name, extra_vars, timeout=600):
+    """playbooks/<name> as its own ansible-playbook process over this scenario's inventory: (rc, output)."""
     argv = [
         str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
         "-i",
         os.environ["MOLECULE_INVENTORY_FILE"],
-        str(REPO / "playbooks" / "rolling.yml"),
+        str(REPO / "playbooks" / name),
         "-e",
-        json.dumps(dict({"sglang_gateway_worker_group": "lab"}, **extra_vars)),
+        json.dumps(extra_vars),
     ]
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     done = subprocess.run(argv, cwd=str(REPO), capture_output=True, text=True, timeout=timeout, env=env, check=False)
     return done.returncode, done.stdout + done.stderr
+
+
+def _roll(extra_vars, timeout=600):
+    """playbooks/rolling.yml over the lab group's replicas: (rc, output)."""
+    return _playbook("rolling.yml", dict({"sglang_gateway_worker_group": "lab"}, **extra_vars), timeout)
+
+
+# The lab's environment (inventory/group_vars/lab/service.yml) plus a marker: a changed environment file restarts
+# every replica. The gateways as docs/operations.md tells an inventory to set them: the `gateway` group.
+LAB_ENV = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5"}
+THROUGH_GATEWAY = {"sglang_service_gateways": "{{ groups['gateway'] }}"}
+
+
+def _deploy(environment, timeout=900):
+    """playbooks/deploy.yml over both hosts with the replicas behind the gateway: (rc, output)."""
+    return _playbook("deploy.yml", dict(THROUGH_GATEWAY, sglang_service_environment=environment), timeout)
+
+
+def _pids(gateway, worker):
+    labs = ((GATEWAY, gateway), (WORKER, worker))
+    return {(h, n): _main_pid(lab, f"sglang-{n}") for h, lab in labs for n in REPLICAS}
+
+
+def _environ(lab_host, unit):
+    """The environment the unit's running process got (its EnvironmentFile lines, in effect)."""
+    return lab_host.check_output(f"tr '\\0' '\\n' < /proc/{_main_pid(lab_host, unit)}/environ").splitlines()
 
 
 def _model(gateway, key):
@@ -163,9 +189,7 @@ def test_zz_a_rolling_restart_of_all_four_loses_no_request(host, key):
     if host.backend.get_hostname() == WORKER:
         return
     gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
-    before = {
-        (h, n): _main_pid(lab, f"sglang-{n}") for h, lab in ((GATEWAY, gateway), (WORKER, worker)) for n in REPLICAS
-    }
+    before = _pids(gateway, worker)
     with Streams(gateway, key, _model(gateway, key)) as streams:
         time.sleep(3)
         rc, out = _roll({"sglang_deploy_min_serving": 2})
@@ -175,11 +199,91 @@ def test_zz_a_rolling_restart_of_all_four_loses_no_request(host, key):
     assert rc == 0, out[-6000:]
     assert streams.failures == [], streams.failures[:3]
     assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
-    after = {
-        (h, n): _main_pid(lab, f"sglang-{n}") for h, lab in ((GATEWAY, gateway), (WORKER, worker)) for n in REPLICAS
-    }
+    after = _pids(gateway, worker)
     assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
     assert out.count("back in the gateway") >= 4, out[-4000:]
+    workers = _workers(gateway, key)
+    assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
+
+
+def test_zz_b_a_deploy_through_the_gateway_restarts_all_four_and_loses_no_request(host, key):
+    """playbooks/deploy.yml with sglang_service_gateways and a changed environment (every replica restarts) while 3
+    clients stream through the gateway: each replica leaves the gateway, drains, restarts, serves, comes back."""
+    if host.backend.get_hostname() == WORKER:
+        return
+    gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
+    before = _pids(gateway, worker)
+    with Streams(gateway, key, _model(gateway, key)) as streams:
+        time.sleep(3)
+        rc, out = _deploy(dict(LAB_ENV, SPECDEC_LAB_DEPLOY="through-the-gateway"))
+        time.sleep(2)
+    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
+    warnings.warn(f"deploy of 4 replicas through the gateway: {counts}", stacklevel=1)
+    assert rc == 0, out[-6000:]
+    assert streams.failures == [], streams.failures[:3]
+    assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+    after = _pids(gateway, worker)
+    assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
+    for lab in (gateway, worker):
+        for name in REPLICAS:
+            assert "SPECDEC_LAB_DEPLOY=through-the-gateway" in _environ(lab, f"sglang-{name}"), name
+    flat = " ".join(out.split())
+    assert "Take this replica out of every gateway" in flat and "back into every gateway now that it serves" in flat
+    workers = _workers(gateway, key)
+    assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
+
+
+def test_zz_c_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_and_that_one_out(host, key):
+    """The same deploy where lab2's sglang-b crashes on start: the environment asks every replica to crash, and a
+    systemd drop-in on the other three reads a later environment file that takes the fault back (EnvironmentFile
+    order), so only lab2's sglang-b fails - its last good files (restored by the rollback) have no fault. lab2's
+    replicas roll back (sglang-a drained first and back after its rollback serves); sglang-b stays out of the
+    gateway; the deploy fails with the diagnosis; clients through the gateway see no failure (every replica left
+    the gateway and drained before it was stopped). Then a clean deploy puts the fleet back as converge left it."""
+    if host.backend.get_hostname() == WORKER:
+        return
+    gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
+    failing = f"http://{_address(worker)}:{REPLICAS['b']}"
+    spared = [(gateway, "sglang-a"), (gateway, "sglang-b"), (worker, "sglang-a")]
+    dropin = "[Service]\nEnvironmentFile=/etc/sglang/test-no-fault.env\n"
+    for lab, unit in spared:
+        lab.check_output(
+            f"echo SGLANG_SIM_FAULT=none > /etc/sglang/test-no-fault.env"
+            f" && mkdir -p /etc/systemd/system/{unit}.service.d"
+            f" && printf '{dropin}' > /etc/systemd/system/{unit}.service.d/zz-test-no-fault.conf"
+        )
+    try:
+        before = _pids(gateway, worker)
+        with Streams(gateway, key, _model(gateway, key)) as streams:
+            time.sleep(3)
+            rc, out = _deploy(dict(LAB_ENV, SGLANG_SIM_FAULT="crash_on_start"))
+            time.sleep(2)
+        counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
+        warnings.warn(f"deploy through the gateway with lab2's sglang-b failing readiness: {counts}", stacklevel=1)
+        assert rc != 0, out[-6000:]
+        flat = " ".join(out.split())
+        assert f"{WORKER}: 2 replica(s), FAILED: b" in flat, flat[-6000:]
+        assert "crashed_on_start" in flat or "restart_loop" in flat, flat[-6000:]
+        assert f"[b] left out of the gateway(s) {GATEWAY}" in flat, flat[-6000:]
+        assert "[a] rolled back with the host: release" in flat and "serves again" in flat, flat[-6000:]
+        workers = _workers(gateway, key)
+        assert failing not in workers, workers
+        assert len(workers) == 3 and all(w["is_healthy"] for w in workers.values()), workers
+        assert streams.failures == [], streams.failures[:3]
+        assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+        after = _pids(gateway, worker)
+        # lab1's replicas switched, lab2's rolled back: every one restarted
+        assert all(after[k] and after[k] != before[k] for k in before), (before, after)
+        # lab2's replicas serve the last good environment again; sglang-b runs (rolled back) outside the gateway
+        for name in REPLICAS:
+            assert "SGLANG_SIM_FAULT=crash_on_start" not in _environ(worker, f"sglang-{name}"), name
+        assert worker.run(f"curl -sf -o /dev/null http://127.0.0.1:{REPLICAS['b']}/health").rc == 0
+    finally:
+        for lab, unit in spared:
+            lab.run(f"rm -rf /etc/systemd/system/{unit}.service.d /etc/sglang/test-no-fault.env")
+            lab.run("systemctl daemon-reload")
+        rc, out = _deploy(LAB_ENV)  # the fleet as converge left it: every replica serving and in the gateway
+    assert rc == 0, out[-6000:]
     workers = _workers(gateway, key)
     assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
 

@@ -6,10 +6,12 @@ import pytest
 import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules
 from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (
+    envelope_gpus,
     gateway_workers,
     host_report,
     host_verdict,
     merge_by_name,
+    out_of_gateways,
     plan_replicas,
     rolling_order,
     service_replicas,
@@ -327,3 +329,72 @@ def test_merge_by_name_puts_later_results_in_their_replicas_entry():
     results = [{"name": "a", "verdict": {"outcome": "ready"}}, {"name": "b", "verdict": {"outcome": "ready"}}]
     merged = merge_by_name(results, [{"name": "b", "verdict": {"outcome": "failed"}}, {"name": "b", "rollback": {}}])
     assert merged == [results[0], {"name": "b", "verdict": {"outcome": "failed"}, "rollback": {}}]
+
+
+# -- the envelope planner's input per replica: its own GPUs --------------------------------------------------------
+CARDS = [f"GPU-{i}" for i in range(4)]
+FACTS = [
+    {"uuid": u, "memory_total_mb": 97_000 - 1000 * i, "memory_free_mb": 96_000 - 1000 * i} for i, u in enumerate(CARDS)
+]
+
+
+def test_each_replica_is_sized_on_its_own_gpus_facts_not_on_the_hosts_selection():
+    out = envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], gpu_facts=FACTS)
+    assert [(r["name"], r["unit"]) for r in out] == [("a", "sglang-a"), ("b", "sglang-b")]
+    assert [[g["uuid"] for g in r["gpus"]] for r in out] == [["GPU-0", "GPU-1"], ["GPU-2", "GPU-3"]]
+    assert out[1]["gpus"][1]["memory_free_mb"] == 93_000  # b's smallest card is its own, not a's
+
+
+def test_explicit_replica_gpus_are_mapped_by_selection_position_to_their_facts():
+    out = envelope_gpus(
+        ["0", "1", "2", "3"], CARDS, 1, [{"name": "x", "gpus": ["3"]}, {"name": "y", "gpus": ["0"]}], gpu_facts=FACTS
+    )
+    assert [[g["uuid"] for g in r["gpus"]] for r in out] == [["GPU-3"], ["GPU-0"]]
+
+
+def test_derived_replica_count_plans_one_item_per_replica():
+    out = envelope_gpus([], CARDS, 1, [], count=4, gpu_facts=FACTS)
+    assert [r["unit"] for r in out] == ["sglang-r0", "sglang-r1", "sglang-r2", "sglang-r3"]
+    assert [r["gpus"][0]["uuid"] for r in out] == CARDS
+
+
+def test_the_single_replica_is_planned_on_every_selected_gpu_as_without_replicas():
+    (single,) = envelope_gpus([], CARDS[:2], 2, [], gpu_facts=FACTS)
+    assert single["name"] == "" and single["unit"] == "sglang"
+    assert [g["uuid"] for g in single["gpus"]] == ["GPU-0", "GPU-1"]
+
+
+def test_without_gpu_facts_each_replica_gets_tp_size_gpus_of_the_assumed_memory():
+    out = envelope_gpus([], [], 2, [{"name": "a"}, {"name": "b"}], assumed_memory_mb=48_000)
+    assert [r["gpus"] for r in out] == [[{"memory_total_mb": 48_000, "memory_free_mb": 48_000}] * 2] * 2
+    (single,) = envelope_gpus([], [], 1, [], assumed_memory_mb=24_000)
+    assert single["gpus"] == [{"memory_total_mb": 24_000, "memory_free_mb": 24_000}]
+
+
+def test_a_replica_gpu_without_facts_or_a_bad_replica_list_is_refused():
+    with pytest.raises(ValueError, match="replica b: no GPU facts for GPU-3"):
+        envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], gpu_facts=FACTS[:3])
+    with pytest.raises(ValueError, match="GPU 0 is in both a and b"):
+        envelope_gpus(["0", "1"], CARDS[:2], 1, [{"name": "a", "gpus": ["0"]}, {"name": "b", "gpus": ["0"]}])
+
+
+# -- a gateway-aware deploy's report: which replicas it left out of the gateways ------------------------------------
+def test_the_replica_that_failed_stays_out_of_the_gateways_and_the_report_says_so():
+    good = {"replica": "a", "ok": True, "unit": "sglang-a", "release_id": "r2", "attempts": []}
+    bad = {"replica": "b", "ok": False, "unit": "sglang-b", "release_id": "r2", "failure_class": "crashed_on_start"}
+    served = {"readiness": {"ready": True, "probe": {}}, "target": "r1", "unit": "sglang-a"}
+    out = host_report("h2", [good, bad], [["a ok"], ["b failed"]], {"a": served, "b": served}, ["gw1"])
+    assert out["report"]["out_of_gateways"] == ["b"]
+    assert "[b] left out of the gateway(s) gw1: put it back once it serves" in " ".join(out["text"])
+    assert not any(line.startswith("[a] left out") for line in out["text"])
+    # without gateways nothing is said about them
+    assert host_report("h2", [good, bad], [[], []], {"a": served})["report"]["out_of_gateways"] == []
+
+
+def test_a_sibling_whose_rollback_did_not_serve_stays_out_too():
+    good = {"replica": "a", "ok": True}
+    bad = {"replica": "b", "ok": False}
+    assert out_of_gateways([good, bad], {"a": {"readiness": {"ready": False}}}, ["gw1"]) == ["a", "b"]
+    assert out_of_gateways([good, bad], {"a": {"readiness": None}}, ["gw1"]) == ["a", "b"]  # nothing restored
+    assert out_of_gateways([good, bad], {"a": {"readiness": {"ready": True}}}, ["gw1"]) == ["b"]
+    assert out_of_gateways([good], {}, ["gw1"]) == [] and out_of_gateways([bad], {}, []) == []
