@@ -24,12 +24,12 @@ LADDER_END = 25
 # The model directories' sha256 manifests recorded at a good deploy moved here from sglang_preflight's
 # record_models entry point, which the deploy entered a second time after the service (issue 33, 15 lines).
 MODEL_RECORD = 15
-# Replicas behind gateways (issue 36, 111 lines): the gateway-aware switch and rollback - the gateway role's
+# Replicas behind gateways (issue 36, 102 lines): the gateway-aware switch and rollback - the gateway role's
 # worker_out / worker_in entry points included around the stop in attempt.yml, after the ladder in
 # replica_switch.yml, around each replica's rollback in replica_rollback.yml, the host read as a gateway worker in
 # replicas.yml - and the `stop` entry point (each replica out of its gateways, drained, stopped). The gateway
 # calls themselves (wait for min serving, DELETE, drain, POST, wait healthy) are the gateway role's.
-GATEWAY = 111
+GATEWAY = 102
 
 
 def test_the_service_tasks_are_at_most_half_their_former_size_plus_the_day2_steps():
