@@ -42,8 +42,9 @@ options:
     type: float
   record_error:
     description:
-      - The RV(record_error) of a failed C(record) step - the ready attempt fails with
-        C(record_failed) and the deploy rolls back.
+      - The RV(specdec.sglang.sglang_release_record#module:record_error) of a failed
+        M(specdec.sglang.sglang_release_record) - the ready attempt fails with C(record_failed) and the deploy rolls
+        back.
     type: dict
 extends_documentation_fragment:
   - specdec.sglang.release

@@ -26,7 +26,9 @@ options:
     description: The readiness result of the rolled-back release; omit when none was started.
     type: dict
   attempts:
-    description: The attempts so far (the RV(attempts) of the previous C(judge)).
+    description:
+      - The attempts (the RV(specdec.sglang.sglang_release_judge#module:attempts) of the last
+        M(specdec.sglang.sglang_release_judge)).
     type: list
     elements: dict
     default: []
@@ -39,17 +41,19 @@ options:
     type: bool
     default: false
   drift:
-    description: The RV(drift) of the C(restart) step.
+    description: The RV(specdec.sglang.sglang_release_restart#module:drift) of M(specdec.sglang.sglang_release_restart).
     type: list
     elements: str
     default: []
   restarts_since_record:
-    description: The RV(restarts_since_record) of the C(restart) step.
+    description:
+      - The RV(specdec.sglang.sglang_release_restart#module:restarts_since_record) of
+        M(specdec.sglang.sglang_release_restart).
     type: dict
   observed:
     description:
-      - The RV(observed) of the C(restart) step; what of the process could not be read is said in the
-        report's text.
+      - The RV(specdec.sglang.sglang_release_restart#module:observed) of M(specdec.sglang.sglang_release_restart); what
+        of the process could not be read is said in the report's text.
     type: dict
     default: {}
   fields:
@@ -76,7 +80,9 @@ options:
     type: dict
     default: {}
   rollback_target:
-    description: The release the rollback returned to (RV(target) of the C(rollback) step).
+    description:
+      - The release the rollback returned to (RV(specdec.sglang.sglang_release_rollback#module:target) of
+        M(specdec.sglang.sglang_release_rollback)).
     type: str
     default: ""
 extends_documentation_fragment:
