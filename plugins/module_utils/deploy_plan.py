@@ -776,6 +776,8 @@ def plan_models(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list]:
             errors.append(checked["error"])
     return {
         "dirs": {variable: model.get("path") for variable, model in sorted(models.items())},
+        # each config.json as the host facts read it: the envelope plan reads none again
+        "configs": {variable: model["config"] for variable, model in sorted(models.items()) if model.get("config")},
         "target_architecture": architecture,
         # after a good deploy, the sha256 manifest of each directory that has none yet (the service role)
         "record_manifests": bool(inputs.get("model_integrity_checks") and inputs.get("model_integrity_sha256")),

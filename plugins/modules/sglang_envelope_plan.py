@@ -11,12 +11,15 @@ short_description: Plan the memory envelopes of the ladder from config.json and 
 version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
-  - Reads C(config.json) of the target and of the draft model on the host and predicts, for each envelope of
+  - From C(config.json) of the target and of the draft model predicts, for each envelope of
     the ladder, what sglang 0.5.17 allocates on one tensor-parallel rank - weights, KV bytes per token (the
     full-attention layers only for a hybrid Gated-DeltaNet target), mamba state per request (ssm + conv, plus
     one snapshot per draft token for speculative verify, i.e. the DFLASH block size or the DDTree tree budget),
     draft weights and KV - and whether it starts under sglang's own C(--mem-fraction-static) rule.
-  - The decisions are C(plugins/module_utils/envelope_plan.py); this module reads the files and formats the result.
+  - The decisions are C(plugins/module_utils/envelope_plan.py); this module formats the result.
+  - The deploy hands it both C(config.json) as the host facts read them (O(target_config), O(draft_config):
+    C(sglang_deploy_plan.host.models.configs)); it then runs on the controller (its action plugin) and reads
+    nothing on the host. Without them it reads the files on the host.
   - An envelope that does not fit is named with the numbers (sglang's own refusal when sglang would refuse it).
     With O(fail_when_none=true) the module fails when no envelope fits, with the table in the message.
   - An envelope of the ladder whose C(context_length) is above the target's C(max_position_embeddings)
@@ -26,13 +29,19 @@ description:
   - Read-only; supports check mode.
 options:
   model_path:
-    description: Directory of the target model (its C(config.json) is read).
+    description: Directory of the target model (its C(config.json) is read unless O(target_config) is given).
     type: path
     required: true
   draft_model_path:
     description: Directory of the draft model; read when O(speculative_algorithm) is V(DFLASH) or V(DDTREE).
     type: path
     default: ''
+  target_config:
+    description: The target's C(config.json) as read already (the host facts); then nothing is read on the host.
+    type: dict
+  draft_config:
+    description: The draft's C(config.json) as read already (the host facts).
+    type: dict
   gpus:
     description:
       - The selected GPUs, each with C(memory_total_mb) and C(memory_free_mb) (MiB), as
@@ -168,33 +177,35 @@ def _read_config(module, path: str, variable: str) -> dict:
     return config
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "model_path": {"type": "path", "required": True},
-            "draft_model_path": {"type": "path", "default": ""},
-            "gpus": {"type": "list", "elements": "dict", "required": True},
-            "tp_size": {"type": "int", "default": 1},
-            "envelopes": {"type": "dict", "required": True},
-            "ladder": {"type": "list", "elements": "str", "required": True},
-            "speculative_algorithm": {"type": "str", "default": ""},
-            "num_draft_tokens": {"type": "int", "default": 16, "no_log": False},
-            "ddtree_budget": {"type": "int", "default": 0},
-            "extra_flags": {"type": "list", "elements": "str", "default": []},
-            "cuda_context_mb": {"type": "float", "default": 768},
-            "fail_when_none": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    algo = (p["speculative_algorithm"] or "").upper()
-    target = _read_config(module, p["model_path"], "sglang_service_model_path")
+ARGUMENT_SPEC = {
+    "model_path": {"type": "path", "required": True},
+    "draft_model_path": {"type": "path", "default": ""},
+    "target_config": {"type": "dict"},
+    "draft_config": {"type": "dict"},
+    "gpus": {"type": "list", "elements": "dict", "required": True},
+    "tp_size": {"type": "int", "default": 1},
+    "envelopes": {"type": "dict", "required": True},
+    "ladder": {"type": "list", "elements": "str", "required": True},
+    "speculative_algorithm": {"type": "str", "default": ""},
+    "num_draft_tokens": {"type": "int", "default": 16, "no_log": False},
+    "ddtree_budget": {"type": "int", "default": 0},
+    "extra_flags": {"type": "list", "elements": "str", "default": []},
+    "cuda_context_mb": {"type": "float", "default": 768},
+    "fail_when_none": {"type": "bool", "default": True},
+}
+
+
+def uses_draft(p: dict) -> bool:
+    return (p["speculative_algorithm"] or "").upper() in ("DFLASH", "DDTREE")
+
+
+def plan(p: dict, target: dict, draft) -> tuple[dict, str]:
+    """``(result, failure)``: the module's result for the validated parameters ``p`` and both configs; ``failure``
+    is the message to fail with ("" when the plan stands)."""
     too_long = context_length_errors(p["envelopes"], p["ladder"], target)
     if too_long:
-        module.fail_json(msg="envelope plan: " + " | ".join(too_long))
-    draft = None
-    if algo in ("DFLASH", "DDTREE"):
-        draft = _read_config(module, p["draft_model_path"], "sglang_service_draft_model_path")
+        return {"changed": False}, "envelope plan: " + " | ".join(too_long)
+    algo = (p["speculative_algorithm"] or "").upper()
     try:
         envelopes = role_envelopes(p["envelopes"], p["ladder"], algo, p["num_draft_tokens"], p["ddtree_budget"])
         result = plan_ladder(
@@ -207,7 +218,7 @@ def main():
             **launch_options(p["extra_flags"]),
         )
     except PlanError as exc:
-        module.fail_json(msg=f"envelope plan: {exc}")
+        return {"changed": False}, f"envelope plan: {exc}"
     out = {
         "changed": False,
         "fitting": result["fitting"],
@@ -218,15 +229,25 @@ def main():
         "architecture": result["plans"][0]["architecture"] if result["plans"] else None,
     }
     if p["fail_when_none"] and not result["fitting"]:
-        module.fail_json(
-            msg=(
-                f"no envelope of sglang_service_envelope_ladder={p['ladder']} fits the selected GPUs "
-                f"(tp_size={p['tp_size']}): the service is not started. Lower context_length, max_running_requests "
-                "or the draft tokens, raise mem_fraction_static where the table allows, or use more GPUs (tp_size).\n"
-                + result["table"]
-            ),
-            **out,
+        return out, (
+            f"no envelope of sglang_service_envelope_ladder={p['ladder']} fits the selected GPUs "
+            f"(tp_size={p['tp_size']}): the service is not started. Lower context_length, max_running_requests "
+            "or the draft tokens, raise mem_fraction_static where the table allows, or use more GPUs (tp_size).\n"
+            + result["table"]
         )
+    return out, ""
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    target = p["target_config"] or _read_config(module, p["model_path"], "sglang_service_model_path")
+    draft = None
+    if uses_draft(p):
+        draft = p["draft_config"] or _read_config(module, p["draft_model_path"], "sglang_service_draft_model_path")
+    out, failure = plan(p, target, draft)
+    if failure:
+        module.fail_json(msg=failure, **out)
     module.exit_json(**out)
 
 

@@ -408,9 +408,20 @@ def test_the_model_manifests_are_recorded_after_a_good_deploy_where_the_plan_say
     assert models["record_manifests"] is True
     assert models["manifest_dir"] == "/opt/sglang/state/model-manifests" == built["plan"]["paths"]["model_manifests"]
     own = plan_of(good_host(), inputs(model_integrity_checks=True, model_manifest_dir="/srv/manifests"))
-    assert own["plan"]["host"]["models"] | {"dirs": None} == {
+    assert own["plan"]["host"]["models"] | {"dirs": None, "configs": None} == {
         "dirs": None,
+        "configs": None,
         "target_architecture": own["plan"]["host"]["models"]["target_architecture"],
         "record_manifests": False,  # no sha256: nothing to record
         "manifest_dir": "/srv/manifests",
     }
+
+
+def test_the_plan_hands_on_each_config_json_the_host_facts_read_so_none_is_read_again():
+    models = plan_of(good_host(), inputs())["plan"]["host"]["models"]
+    assert models["configs"] == {
+        "sglang_service_draft_model_path": {"architectures": ["DFlashDraftModel"]},
+        "sglang_service_model_path": TARGET,
+    }
+    broken = good_host(files={"/models/d/config.json": "{not json"})
+    assert "sglang_service_draft_model_path" not in plan_of(broken, inputs())["plan"]["host"]["models"]["configs"]

@@ -1,7 +1,9 @@
-"""The sglang_envelope_plan module: config.json read on the host, the ladder planned, refused with the table."""
+"""The sglang_envelope_plan module: config.json read on the host or handed on, the ladder planned or refused."""
 
+import json
 import pathlib
 
+from ansible_collections.specdec.sglang.plugins.action import sglang_envelope_plan as action
 from ansible_collections.specdec.sglang.plugins.modules import sglang_envelope_plan
 from support.module_run import run_main, set_module_args
 
@@ -82,3 +84,19 @@ def test_a_context_length_beyond_the_targets_max_position_embeddings_is_refused_
         " text_config.max_position_embeddings=262144 (config.json of sglang_service_model_path); allowed: 0 (the"
         " model's own) to 262144"
     )
+
+
+def test_with_the_configs_handed_on_the_plan_runs_on_the_controller_and_reads_no_file(tmp_path, monkeypatch, capsys):
+    configs = {
+        "target_config": json.loads((MODELS / "qwen3.6-27b" / "config.json").read_text()),
+        "draft_config": json.loads((MODELS / "qwen3.6-27b-dflash" / "config.json").read_text()),
+    }
+    handed = args(model_path=str(tmp_path / "absent"), draft_model_path=str(tmp_path / "absent-too"), **configs)
+    here = action.run_on_controller(handed)
+    set_module_args(monkeypatch, args())
+    on_host = run_main(sglang_envelope_plan.main, capsys)  # the same plan from the files
+    assert here["fitting"] == on_host["fitting"] == ["small"] and here["table"] == on_host["table"]
+    # a config not handed on: the module reads the files on the host (the action says so with None)
+    assert action.run_on_controller({k: v for k, v in handed.items() if k != "draft_config"}) is None
+    bad = action.run_on_controller({**handed, "tp_size": "two"})
+    assert bad["failed"] is True and "tp_size" in bad["msg"]
