@@ -1,22 +1,9 @@
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action ``specdec.sglang.sglang_release_judge``: the operation runs here, on the controller.
-
-It reads no host file (it turns registered results into a verdict): the module's own argument spec and
-code (``release_steps.run_on_controller``), in the worker, with no round trip to the host.
-"""
+"""Action ``specdec.sglang.sglang_release_judge``: the operation reads no host file, so it runs on the controller."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import run_on_controller
+from ansible_collections.specdec.sglang.plugins.plugin_utils.release_action import controller_action
 
-
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)  # the common checks only
-        result.update(run_on_controller("judge", dict(self._task.args), check_mode=self._task.check_mode))
-        return result
+ActionModule = controller_action("judge")

@@ -7,6 +7,20 @@ from __future__ import annotations
 
 class ModuleDocFragment:
     DOCUMENTATION = r"""
+notes:
+  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
+    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
+    The options every release operation shares are this doc fragment (C(specdec.sglang.release)); the service
+    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
+seealso:
+  - module: specdec.sglang.sglang_readiness
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   runtime_root:
     description:

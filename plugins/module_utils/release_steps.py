@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, process_state, release
 
@@ -813,6 +814,11 @@ def run_module(module, operation, host=None):
         module.fail_json(msg="%s: %s" % (name, exc))
     result.setdefault("changed", False)
     module.exit_json(**result)
+
+
+def main(operation):
+    """The module ``sglang_release_<operation>``: its argument spec, check mode, one operation."""
+    run_module(AnsibleModule(argument_spec=argument_spec(operation), supports_check_mode=True), operation)
 
 
 def run_on_controller(operation, args, check_mode=False):

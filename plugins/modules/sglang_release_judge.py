@@ -13,10 +13,6 @@ description:
   - Turns one readiness result into an attempt and the outcome C(ready), C(next_envelope) or C(failed).
   - Runs on the controller (the action plugin of the same name, the module's own argument spec and code) - it
     reads no host file.
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 options:
   readiness:
     description: The registered result of M(specdec.sglang.sglang_readiness).
@@ -49,15 +45,6 @@ options:
 extends_documentation_fragment:
   - specdec.sglang.release
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -86,17 +73,13 @@ outcome:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "judge"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,6 @@ author: specdec maintainers (@specdec)
 description:
   - After a rollback that serves, makes the record's observation the restored process (the one the
     rollback verified), so the next deploy compares the running process with it.
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 extends_documentation_fragment:
   - specdec.sglang.release
   - ansible.builtin.action_common_attributes
@@ -23,12 +19,6 @@ attributes:
   check_mode:
     support: full
     details: Says what it would change and changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -52,17 +42,13 @@ observed:
            "cmdline_sha256": "9a1f...", "unit_sha256": "77c2..."}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "observe"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":

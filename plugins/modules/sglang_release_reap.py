@@ -17,10 +17,6 @@ description:
     results of a readiness job for O(job_file) that ended before this step, and Ansible's C(ansible-tmp-*)
     directories under the remote temporary directory whose module wrapper runs one of this collection's modules,
     older than 60 s and used by no running process; other tools' files are never touched.
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 options:
   job_file:
     description: The readiness job file (the O(specdec.sglang.sglang_readiness#module:job_file)).
@@ -32,12 +28,6 @@ attributes:
   check_mode:
     support: full
     details: Says what it would change and changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -59,17 +49,13 @@ removed:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "reap"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":

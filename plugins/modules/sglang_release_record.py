@@ -16,10 +16,6 @@ description:
     temporary file behind; the task fails with RV(record_error), which M(specdec.sglang.sglang_release_judge)
     (its O(specdec.sglang.sglang_release_judge#module:record_error)) turns into a
     failed attempt that rolls back.
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 options:
   readiness:
     description: The registered result of M(specdec.sglang.sglang_readiness).
@@ -47,15 +43,9 @@ attributes:
   check_mode:
     support: full
     details: Says what it would change and changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - The record has a C(schema) number. Records without one (written before this collection) are read as
     schema 1 and migrated; a record newer than this collection reads fails with a message.
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -101,17 +91,13 @@ pruned:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "record"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":

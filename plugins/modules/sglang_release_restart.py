@@ -21,10 +21,6 @@ description:
     C(EnvironmentFiles) against the recorded ones, a start outside the deploy (another invocation, not by
     C(Restart=)), C(current) switched after the process started. And it reads what happened since the record -
     C(NRestarts), the exits in the unit's journal, the log lines of the last one (RV(restarts_since_record)).
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 options:
   restart_requested:
     description: A configuration change asked for a restart.
@@ -36,15 +32,6 @@ options:
 extends_documentation_fragment:
   - specdec.sglang.release
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -92,17 +79,13 @@ restarts_since_record:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "restart"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":

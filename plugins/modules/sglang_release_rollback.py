@@ -12,10 +12,6 @@ author: specdec maintainers (@specdec)
 description:
   - Restores the last good unit, environment and config files and points C(current) back at the
     last good release, when it is still on disk.
-  - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
-    The options every release operation shares are the doc fragment C(specdec.sglang.release); the service
-    role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 extends_documentation_fragment:
   - specdec.sglang.release
   - ansible.builtin.action_common_attributes
@@ -23,12 +19,6 @@ attributes:
   check_mode:
     support: full
     details: Says what it would change and changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-seealso:
-  - module: specdec.sglang.sglang_readiness
 """
 
 EXAMPLES = r"""
@@ -50,17 +40,13 @@ restored:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import (  # noqa: E402
-    argument_spec,
-    run_module,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
 
 OPERATION = "rollback"
 
 
 def main():
-    run_module(AnsibleModule(argument_spec=argument_spec(OPERATION), supports_check_mode=True), OPERATION)
+    run(OPERATION)
 
 
 if __name__ == "__main__":
