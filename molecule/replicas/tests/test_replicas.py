@@ -95,7 +95,7 @@ class Streams:
             thread.join(120)
 
 
-def _playbook(name, extra_vars, timeout=600):
+def _playbook(name, extra_vars, timeout=600, limit=None):
     """playbooks/<name> as its own ansible-playbook process over this scenario's inventory: (rc, output)."""
     argv = [
         str(pathlib.Path(sys.executable).parent / "ansible-playbook"),
@@ -104,7 +104,7 @@ def _playbook(name, extra_vars, timeout=600):
         str(REPO / "playbooks" / name),
         "-e",
         json.dumps(extra_vars),
-    ]
+    ] + (["-l", limit] if limit else [])
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     done = subprocess.run(argv, cwd=str(REPO), capture_output=True, text=True, timeout=timeout, env=env, check=False)
     return done.returncode, done.stdout + done.stderr
@@ -121,9 +121,9 @@ LAB_ENV = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5"}
 THROUGH_GATEWAY = {"sglang_service_gateways": "{{ groups['gateway'] }}"}
 
 
-def _deploy(environment, timeout=900):
-    """playbooks/deploy.yml over both hosts with the replicas behind the gateway: (rc, output)."""
-    return _playbook("deploy.yml", dict(THROUGH_GATEWAY, sglang_service_environment=environment), timeout)
+def _deploy(environment, timeout=900, limit=None):
+    """playbooks/deploy.yml over both hosts (or the limit) with the replicas behind the gateway: (rc, output)."""
+    return _playbook("deploy.yml", dict(THROUGH_GATEWAY, sglang_service_environment=environment), timeout, limit)
 
 
 def _pids(gateway, worker):
@@ -283,6 +283,35 @@ def test_zz_c_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_a
             lab.run(f"rm -rf /etc/systemd/system/{unit}.service.d /etc/sglang/test-no-fault.env")
             lab.run("systemctl daemon-reload")
         rc, out = _deploy(LAB_ENV)  # the fleet as converge left it: every replica serving and in the gateway
+    assert rc == 0, out[-6000:]
+    workers = _workers(gateway, key)
+    assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
+
+
+def test_zz_d_stop_takes_each_replica_out_of_the_gateway_first_and_a_deploy_puts_them_back(host, key):
+    """playbooks/stop.yml on lab2 with the replicas behind the gateway while 3 clients stream: both of lab2's
+    replicas leave the gateway and drain before they stop (no client fails), lab1's two serve alone; then a deploy
+    of lab2 starts them and puts them back."""
+    if host.backend.get_hostname() == WORKER:
+        return
+    gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
+    stopped = {f"http://{_address(worker)}:{port}" for port in REPLICAS.values()}
+    with Streams(gateway, key, _model(gateway, key)) as streams:
+        time.sleep(3)
+        rc, out = _playbook("stop.yml", THROUGH_GATEWAY, limit=WORKER)
+        time.sleep(3)
+        workers = _workers(gateway, key)
+    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
+    warnings.warn(f"stop of lab2's 2 replicas through the gateway: {counts}", stacklevel=1)
+    assert rc == 0, out[-6000:]
+    assert streams.failures == [], streams.failures[:3]
+    assert streams.requests >= 5 and streams.tokens == streams.requests * MAX_TOKENS
+    assert not stopped & set(workers) and len(workers) == 2, workers
+    assert all(w["is_healthy"] for w in workers.values()), workers
+    for name in REPLICAS:
+        assert not worker.service(f"sglang-{name}").is_running, name
+    assert "Take each replica out of every gateway" in " ".join(out.split())
+    rc, out = _deploy(LAB_ENV, limit=WORKER)  # the stopped replicas start and go back into the gateway
     assert rc == 0, out[-6000:]
     workers = _workers(gateway, key)
     assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
