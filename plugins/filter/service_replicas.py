@@ -16,7 +16,7 @@ description:
     C(gpus) (UUIDs), C(unit_path), C(env_path), C(config_path), C(state_dir), C(readiness_job), C(deploy_marker).
   - An empty list is the host's single replica with the unit name, port, files and state of a deploy without
     replicas.
-  - The same file holds C(envelope_gpus) (what the envelope planner sizes each replica on: its own GPUs),
+  - The same file holds C(envelope_gpus) (what the envelope planner sizes each replica on, its own GPUs),
     C(replica_host_report), C(replica_merge) and
     C(rolling_order) (the order of a rolling restart through the gateway, checked against
     C(sglang_deploy_min_serving)).
