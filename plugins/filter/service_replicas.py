@@ -94,7 +94,7 @@ def service_replicas(replicas, selected, gpu_uuids, *, tp_size, port, unit_name,
 
 
 def envelope_gpus(
-    replicas, selected, gpu_uuids, *, tp_size, count=0, unit_name="sglang", port=30000, gpu_facts=(), assumed_mb=0
+    replicas, selected, gpu_uuids, *, tp_size, port, count=0, unit_name="sglang", gpu_facts=(), assumed_mb=0
 ):
     try:
         return replica_plan.envelope_gpus(

@@ -264,9 +264,9 @@ def envelope_gpus(
     tp_size: int,
     replicas=(),
     *,
+    port: int,
     count: int = 0,
     unit_name: str = "sglang",
-    port: int = 30000,
     gpu_facts=(),
     assumed_memory_mb: int = 0,
 ) -> list[dict]:

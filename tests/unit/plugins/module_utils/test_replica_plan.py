@@ -332,6 +332,7 @@ def test_merge_by_name_puts_later_results_in_their_replicas_entry():
 
 
 # -- the envelope planner's input per replica: its own GPUs --------------------------------------------------------
+PORT = 30000
 CARDS = [f"GPU-{i}" for i in range(4)]
 FACTS = [
     {"uuid": u, "memory_total_mb": 97_000 - 1000 * i, "memory_free_mb": 96_000 - 1000 * i} for i, u in enumerate(CARDS)
@@ -339,7 +340,7 @@ FACTS = [
 
 
 def test_each_replica_is_sized_on_its_own_gpus_facts_not_on_the_hosts_selection():
-    out = envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], gpu_facts=FACTS)
+    out = envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], port=PORT, gpu_facts=FACTS)
     assert [(r["name"], r["unit"]) for r in out] == [("a", "sglang-a"), ("b", "sglang-b")]
     assert [[g["uuid"] for g in r["gpus"]] for r in out] == [["GPU-0", "GPU-1"], ["GPU-2", "GPU-3"]]
     assert out[1]["gpus"][1]["memory_free_mb"] == 93_000  # b's smallest card is its own, not a's
@@ -347,35 +348,40 @@ def test_each_replica_is_sized_on_its_own_gpus_facts_not_on_the_hosts_selection(
 
 def test_explicit_replica_gpus_are_mapped_by_selection_position_to_their_facts():
     out = envelope_gpus(
-        ["0", "1", "2", "3"], CARDS, 1, [{"name": "x", "gpus": ["3"]}, {"name": "y", "gpus": ["0"]}], gpu_facts=FACTS
+        ["0", "1", "2", "3"],
+        CARDS,
+        1,
+        [{"name": "x", "gpus": ["3"]}, {"name": "y", "gpus": ["0"]}],
+        port=PORT,
+        gpu_facts=FACTS,
     )
     assert [[g["uuid"] for g in r["gpus"]] for r in out] == [["GPU-3"], ["GPU-0"]]
 
 
 def test_derived_replica_count_plans_one_item_per_replica():
-    out = envelope_gpus([], CARDS, 1, [], count=4, gpu_facts=FACTS)
+    out = envelope_gpus([], CARDS, 1, [], count=4, port=PORT, gpu_facts=FACTS)
     assert [r["unit"] for r in out] == ["sglang-r0", "sglang-r1", "sglang-r2", "sglang-r3"]
     assert [r["gpus"][0]["uuid"] for r in out] == CARDS
 
 
 def test_the_single_replica_is_planned_on_every_selected_gpu_as_without_replicas():
-    (single,) = envelope_gpus([], CARDS[:2], 2, [], gpu_facts=FACTS)
+    (single,) = envelope_gpus([], CARDS[:2], 2, [], port=PORT, gpu_facts=FACTS)
     assert single["name"] == "" and single["unit"] == "sglang"
     assert [g["uuid"] for g in single["gpus"]] == ["GPU-0", "GPU-1"]
 
 
 def test_without_gpu_facts_each_replica_gets_tp_size_gpus_of_the_assumed_memory():
-    out = envelope_gpus([], [], 2, [{"name": "a"}, {"name": "b"}], assumed_memory_mb=48_000)
+    out = envelope_gpus([], [], 2, [{"name": "a"}, {"name": "b"}], port=PORT, assumed_memory_mb=48_000)
     assert [r["gpus"] for r in out] == [[{"memory_total_mb": 48_000, "memory_free_mb": 48_000}] * 2] * 2
-    (single,) = envelope_gpus([], [], 1, [], assumed_memory_mb=24_000)
+    (single,) = envelope_gpus([], [], 1, [], port=PORT, assumed_memory_mb=24_000)
     assert single["gpus"] == [{"memory_total_mb": 24_000, "memory_free_mb": 24_000}]
 
 
 def test_a_replica_gpu_without_facts_or_a_bad_replica_list_is_refused():
     with pytest.raises(ValueError, match="replica b: no GPU facts for GPU-3"):
-        envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], gpu_facts=FACTS[:3])
+        envelope_gpus(["0", "1", "2", "3"], CARDS, 2, [{"name": "a"}, {"name": "b"}], port=PORT, gpu_facts=FACTS[:3])
     with pytest.raises(ValueError, match="GPU 0 is in both a and b"):
-        envelope_gpus(["0", "1"], CARDS[:2], 1, [{"name": "a", "gpus": ["0"]}, {"name": "b", "gpus": ["0"]}])
+        envelope_gpus(["0", "1"], CARDS[:2], 1, [{"name": "a", "gpus": ["0"]}, {"name": "b", "gpus": ["0"]}], port=PORT)
 
 
 # -- a gateway-aware deploy's report: which replicas it left out of the gateways ------------------------------------
