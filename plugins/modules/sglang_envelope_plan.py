@@ -17,9 +17,9 @@ description:
     one snapshot per draft token for speculative verify, i.e. the DFLASH block size or the DDTree tree budget),
     draft weights and KV - and whether it starts under sglang's own C(--mem-fraction-static) rule.
   - The decisions are C(plugins/module_utils/envelope_plan.py); this module formats the result.
-  - The deploy hands it both C(config.json) as the host facts read them (O(target_config), O(draft_config):
-    C(sglang_deploy_plan.host.models.configs)); it then runs on the controller (its action plugin) and reads
-    nothing on the host. Without them it reads the files on the host.
+  - The deploy hands it both C(config.json) as the host facts read them (O(target_config) and O(draft_config),
+    from C(sglang_deploy_plan.host.models.configs)); it then runs on the controller (its action plugin) and
+    reads nothing on the host. Without them it reads the files on the host.
   - An envelope that does not fit is named with the numbers (sglang's own refusal when sglang would refuse it).
     With O(fail_when_none=true) the module fails when no envelope fits, with the table in the message.
   - An envelope of the ladder whose C(context_length) is above the target's C(max_position_embeddings)
