@@ -66,6 +66,11 @@ _PERCENT = {"min": 0, "max": 100}
 ROLE_RULES = {
     "sglang_service": {
         "sglang_service_replica_count": {"min": 0, "max": 64},
+        "sglang_service_gateways": {
+            "unique": True,
+            "pattern": r"^[A-Za-z0-9_.\[\]:-]+$",
+            "means": "inventory host names of the gateways (the inventory's gateway group), each once",
+        },
         "sglang_service_unit_name": _UNIT_NAME,
         "sglang_service_user": _ACCOUNT,
         "sglang_service_group": _ACCOUNT,
@@ -224,6 +229,16 @@ ROLE_RULES = {
         "sglang_gateway_group": _ACCOUNT,
         "sglang_gateway_home": {"abs_path": True},
         "sglang_gateway_config_dir": {"abs_path": True},
+        "sglang_gateway_health_check_interval_s": {"min": 1},
+        "sglang_gateway_health_check_timeout_s": {"min": 1},
+        "sglang_gateway_health_failure_threshold": {"min": 1},
+        "sglang_gateway_health_success_threshold": {"min": 1},
+        "sglang_gateway_retry_max_retries": {"min": 0},
+        "sglang_gateway_request_timeout_s": {"min": 1},
+        "sglang_gateway_shutdown_grace_period_s": {"min": 0},
+        "sglang_gateway_worker_startup_timeout_s": {"min": 1},
+        "sglang_gateway_ready_timeout_s": {"min": 1},
+        "sglang_gateway_drain_timeout_s": {"min": 1},
     },
 }
 

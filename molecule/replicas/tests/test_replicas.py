@@ -311,6 +311,24 @@ def test_zz_d_stop_takes_each_replica_out_of_the_gateway_first_and_a_deploy_puts
     for name in REPLICAS:
         assert not worker.service(f"sglang-{name}").is_running, name
     assert "Take each replica out of every gateway" in " ".join(out.split())
+    # Preflight checks each replica's port against its own unit: a stranger on replica b's port stops the deploy of
+    # lab2 before anything starts, naming b's unit (the redeploys above passed the check with each port its own).
+    port_b = REPLICAS["b"]
+    stranger = "specdec-stranger-on-b"
+    worker.check_output(
+        f"systemd-run --unit={stranger} --property=Type=simple python3 -m http.server --bind 0.0.0.0 {port_b}"
+    )
+    try:
+        worker.check_output(
+            f"for i in $(seq 50); do ss -Hltn 'sport = :{port_b}' | grep -q . && exit 0; sleep 0.1; done; exit 1"
+        )
+        rc, out = _deploy(LAB_ENV, limit=WORKER)
+        flat = " ".join(out.split())
+        assert rc != 0 and "port_in_use" in flat and "sglang-b.service was not started on it" in flat, out[-6000:]
+        assert "sglang-a.service was not started" not in flat  # replica a's port is free: no error for it
+        assert not worker.service("sglang-a").is_running and not worker.service("sglang-b").is_running
+    finally:
+        worker.run(f"systemctl stop {stranger}")
     rc, out = _deploy(LAB_ENV, limit=WORKER)  # the stopped replicas start and go back into the gateway
     assert rc == 0, out[-6000:]
     workers = _workers(gateway, key)

@@ -15,6 +15,7 @@ SPECS = {
     for role in validation_rules.ALL_ROLES
 }
 DEFAULTS = yaml.safe_load((REPO / "roles" / GATEWAY / "defaults" / "main.yml").read_text())
+SERVICE_DEFAULTS = yaml.safe_load((REPO / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
 GOOD = {
     **{k: v for k, v in DEFAULTS.items() if "{{" not in str(v)},
     "sglang_gateway_workers": ["http://192.0.2.5:30000", "http://192.0.2.5:30001", "http://[2001:db8::7]:30000"],
@@ -42,6 +43,8 @@ def test_the_lab_and_default_inputs_are_valid():
         ({"sglang_gateway_root": "opt/gw"}, "sglang_gateway_root"),
         ({"sglang_gateway_unit_name": "smg.service"}, "sglang_gateway_unit_name"),
         ({"sglang_gateway_smg_version": "latest"}, "sglang_gateway_smg_version"),
+        ({"sglang_gateway_drain_timeout_s": 0}, "sglang_gateway_drain_timeout_s=0"),
+        ({"sglang_gateway_health_failure_threshold": 0}, "sglang_gateway_health_failure_threshold=0"),
     ],
 )
 def test_each_bad_input_is_refused_naming_its_variable_and_what_is_allowed(changes, expected):
@@ -66,3 +69,13 @@ def test_the_checks_across_variables_and_every_error_at_once():
 def test_the_gateway_is_no_role_of_the_deploy_and_its_play_variables_are_not_unknown_names_there():
     assert GATEWAY not in validation_rules.ROLES and GATEWAY not in validation_rules.PLAYS["deploy"]["roles"]
     assert not any(p.startswith(f"{GATEWAY}_") for p in validation_rules.ROLE_PREFIXES)
+
+
+def test_the_service_names_its_gateways_each_once():
+    service = {k: v for k, v in SERVICE_DEFAULTS.items() if "{{" not in str(v)}
+    ok = check_inputs({**service, "sglang_service_gateways": ["gw1", "gw-2.lab"]}, SPECS, roles=("sglang_service",))
+    assert ok == []
+    twice = check_inputs({**service, "sglang_service_gateways": ["gw1", "gw1"]}, SPECS, roles=("sglang_service",))
+    assert len(twice) == 1 and twice[0].startswith("sglang_service_gateways") and "allowed" in twice[0], twice
+    url = check_inputs({**service, "sglang_service_gateways": ["http://gw1:30080"]}, SPECS, roles=("sglang_service",))
+    assert len(url) == 1 and "inventory host names" in url[0], url
