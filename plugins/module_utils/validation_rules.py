@@ -26,7 +26,12 @@ import re
 
 from ansible_collections.specdec.sglang.plugins.module_utils.model_config import text_config
 from ansible_collections.specdec.sglang.plugins.module_utils.release import RELEASE_ID
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
+from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (
+    PORT_MAX,
+    PORT_MIN,
+    plan_replicas,
+    replica_list,
+)
 from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
     SpecError,
     check,
@@ -58,6 +63,8 @@ _UNIT_NAME = {
     "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]*(?<!\.service)$",
     "means": 'a systemd unit name of [A-Za-z0-9_.@-], without ".service"',
 }
+# A TCP port a service may bind without root (replica_plan owns the range: the replica ports use it too).
+_PORT = {"min": PORT_MIN, "max": PORT_MAX}
 _ACCOUNT = {"pattern": r"^[a-z_][a-z0-9_-]*$", "means": "a user or group name of [a-z0-9_-]"}
 _RELEASE_ID = r"^(%s)?$" % RELEASE_ID  # release.py owns the id; "" is the default here
 _BATCH = {"batch_size": True}
@@ -94,7 +101,7 @@ ROLE_RULES = {
             "pattern": r"^[A-Za-z0-9.:-]+$",
             "means": "an IP address or host name such as 127.0.0.1",
         },
-        "sglang_service_port": {"min": 1024, "max": 65535},
+        "sglang_service_port": _PORT,
         "sglang_service_tp_size": {"min": 1, "max": 64},
         "sglang_service_attention_backend": {
             "pattern": r"^[a-z0-9_]*$",
@@ -219,8 +226,8 @@ ROLE_RULES = {
             "means": "a worker URL http://<address>:<port> (IPv6 in brackets, no path; each once: playbooks/gateway.yml"
             " lists every replica of the worker group)",
         },
-        "sglang_gateway_port": {"min": 1024, "max": 65535},
-        "sglang_gateway_prometheus_port": {"min": 1024, "max": 65535},
+        "sglang_gateway_port": _PORT,
+        "sglang_gateway_prometheus_port": _PORT,
         "sglang_gateway_root": {"abs_path": True},
         "sglang_gateway_smg_version": {"pattern": r"^[0-9]+(\.[0-9]+)*$", "means": 'an smg version such as "1.13.0"'},
         "sglang_gateway_uv_version": {"pattern": r"^[0-9]+(\.[0-9]+)*$", "means": 'a uv version such as "0.13.9"'},
