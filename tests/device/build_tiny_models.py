@@ -322,11 +322,11 @@ def dflash_draft_config(*, hidden, intermediate, layers, layer_types, sliding_wi
     }
 
 
-def hybrid_draft_config(hidden=HY_HIDDEN):
+def hybrid_draft_config(hidden=HY_HIDDEN, block_size=HY_BLOCK_SIZE):
     """The tiny hybrid draft's config.json dict (hidden: another width makes a mismatched draft)."""
     return dflash_draft_config(
         hidden=hidden, intermediate=HY_INTERMEDIATE, layers=HY_DRAFT_LAYERS, layer_types=HY_DRAFT_LAYER_TYPES,
-        sliding_window=HY_SLIDING_WINDOW, vocab=HY_VOCAB, block_size=HY_BLOCK_SIZE, target_layers=HY_LAYERS,
+        sliding_window=HY_SLIDING_WINDOW, vocab=HY_VOCAB, block_size=block_size, target_layers=HY_LAYERS,
         target_layer_ids=HY_TARGET_LAYER_IDS, mask_token_id=HY_MASK_TOKEN_ID,
     )  # fmt: skip
 
@@ -410,9 +410,9 @@ def save_vl_processor(path, tokenizer):
     processor.save_pretrained(path)
 
 
-def build_hybrid_draft(path, seed, hidden=HY_HIDDEN):
+def build_hybrid_draft(path, seed, hidden=HY_HIDDEN, block_size=HY_BLOCK_SIZE):
     _need_ml()
-    config = hybrid_draft_config(hidden)
+    config = hybrid_draft_config(hidden, block_size)
     gen = torch.Generator().manual_seed(seed + 1)
 
     def randn(*shape, scale):
@@ -448,8 +448,8 @@ def build_hybrid_draft(path, seed, hidden=HY_HIDDEN):
     return config
 
 
-def build_hybrid_pair(out_dir, *, seed=0):
-    """The tiny hybrid pair: {"target": OUT/hybrid-target, "draft": OUT/hybrid-draft}.
+def build_hybrid_pair(out_dir, *, seed=0, block_size=HY_BLOCK_SIZE):
+    """The tiny hybrid pair: {"target": OUT/hybrid-target, "draft": OUT/hybrid-draft} (the draft's block B).
 
     The target has a byte-level BPE tokenizer with a chat template and the vision tokens, and a saved
     Qwen3-VL processor; the draft has no embedding and no head (it uses the target's).
@@ -459,7 +459,7 @@ def build_hybrid_pair(out_dir, *, seed=0):
     tokenizer = build_tokenizer(target, extra_special_tokens=VISION_TOKENS)
     build_hybrid_target(target, seed, tokenizer)
     save_vl_processor(target, tokenizer)
-    build_hybrid_draft(draft, seed)
+    build_hybrid_draft(draft, seed, block_size=block_size)
     return {"target": target, "draft": draft}
 
 

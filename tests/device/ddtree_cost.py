@@ -77,18 +77,19 @@ def block_of(draft):
 
 
 def budget_of(run):
-    """N of a DDTREE run (``ddtree16``, ``ddtree16g``: the same N with the tree builder on a CUDA graph)."""
-    found = re.fullmatch(r"ddtree(\d+)g?", run)
+    """N of a DDTREE run (``ddtree16``; ``ddtree16e``: the same N with the tree builder launched eagerly)."""
+    found = re.fullmatch(r"ddtree(\d+)e?", run)
     return int(found.group(1)) if found else None
 
 
-def tree_graph_of(run):
-    """``ddtree<N>g``: SGLANG_DDTREE_TREE_GRAPH=1 (the builder replayed from a CUDA graph, opt-in)."""
-    return run.startswith("ddtree") and run.endswith("g")
+def eager_builder_of(run):
+    """``ddtree<N>e``: SGLANG_DDTREE_TREE_GRAPH=0 (the builder launched eagerly; the set's default replays it
+    from a CUDA graph)."""
+    return run.startswith("ddtree") and run.endswith("e")
 
 
 def valid_run(run):
-    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+g?", run) is not None
+    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+e?", run) is not None
 
 
 def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
@@ -115,7 +116,7 @@ def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
     # attention; a decode line says cuda graph False where a batch ran eager).
     return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DDTREE",
             *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run)),
-                     **({"SGLANG_DDTREE_TREE_GRAPH": "1"} if tree_graph_of(run) else {})}  # fmt: skip
+                     **({"SGLANG_DDTREE_TREE_GRAPH": "0"} if eager_builder_of(run) else {})}  # fmt: skip
 
 
 def decode_steps(text):

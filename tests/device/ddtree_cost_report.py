@@ -63,16 +63,16 @@ def merge(records):
 
 
 def _n(run):
-    """N of ``ddtree<N>`` / ``ddtree<N>g`` (the builder on a CUDA graph)."""
-    return int(run[len("ddtree") :].rstrip("g"))
+    """N of ``ddtree<N>`` / ``ddtree<N>e`` (the tree builder launched eagerly)."""
+    return int(run[len("ddtree") :].rstrip("e"))
 
 
 def label(run):
     if run == "dflash":
         return "DFLASH B=16"
     if run.startswith("ddtree"):
-        if run.endswith("g"):
-            return "DDTREE N=%s, tree graph" % _n(run)
+        if run.endswith("e"):
+            return "DDTREE N=%s, eager tree builder" % _n(run)
         return "DDTREE N=%s" % _n(run)
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 

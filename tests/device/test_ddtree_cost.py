@@ -168,11 +168,11 @@ def test_a_refused_run_reports_the_planned_size_of_one_request_slot_not_zero():
     assert rep.summarize(skipped, card_free_gib=95.43)["modes"][0]["planned_snapshots_per_slot_gb"] == 9.176
 
 
-def test_a_g_run_is_the_same_budget_with_the_tree_builder_on_a_cuda_graph(tmp_path):
+def test_an_e_run_is_the_same_budget_with_the_tree_builder_launched_eagerly(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(btm.real_27b_configs()[2]))
     plain, plain_env = dc.server_flags("/t", tmp_path, "ddtree16", [1, 8])
-    graphed, graphed_env = dc.server_flags("/t", tmp_path, "ddtree16g", [1, 8])
-    assert dc.valid_run("ddtree16g") and not dc.valid_run("ddtree16x")
-    assert graphed == plain
+    eager, eager_env = dc.server_flags("/t", tmp_path, "ddtree16e", [1, 8])
+    assert dc.valid_run("ddtree16e") and not dc.valid_run("ddtree16x") and not dc.valid_run("ddtree16g")
+    assert eager == plain and dc.budget_of("ddtree16e") == 16
     assert plain_env == {"SGLANG_DDTREE_BUDGET": "16"}
-    assert graphed_env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_GRAPH": "1"}
+    assert eager_env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_GRAPH": "0"}

@@ -309,17 +309,19 @@ def build_parser():
     p.add_argument("--anchors", type=int, default=16, help="blocks per sequence in one draft step")
     p.add_argument("--prompts", type=int, default=8, help="held-out prompts written to prompts.json")
     p.add_argument("--max-corpus-bytes", type=int, default=4_000_000)
+    p.add_argument("--block", type=int, default=int(DRAFT["block_size"]), help="the draft's block size B")
     return p
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    args.block = int(DRAFT["block_size"])
     device = torch.device(args.device)
     out = pathlib.Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
-    made = btm.build_hybrid_pair(str(out), seed=args.seed)  # configs, tokenizer, processor, random weights
+    made = btm.build_hybrid_pair(
+        str(out), seed=args.seed, block_size=args.block
+    )  # configs, tokenizer, processor, random weights
     ids, files = load_corpus(args.max_corpus_bytes)
     split = int(ids.numel() * 0.9)
     train_ids, held_ids = ids[:split], ids[split:]

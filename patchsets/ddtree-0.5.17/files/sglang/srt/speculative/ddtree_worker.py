@@ -174,10 +174,10 @@ def build_tree_tensors(
     return out, trees
 
 
-# SGLANG_DDTREE_TREE_GRAPH=1: build the trees from a CUDA graph captured per (batch, N, top-k, block)
-# instead of launching the builder's ~90 operations per round eagerly (1.70 against 14.0 ms at N=16,
-# batch 1 on the H200: tests/device/records/2026-12-05-h200-ddtree-cost-graphs). Off by default until a
-# record shows the server lossless and faster with it.
+# The trees are built from a CUDA graph captured per (batch, N, top-k, block) instead of launching the
+# builder's ~90 operations per round eagerly (1.70 against 14.0 ms at N=16, batch 1 on the H200:
+# tests/device/records/2026-12-05-h200-ddtree-cost-graphs). SGLANG_DDTREE_TREE_GRAPH=0 launches the
+# builder eagerly instead (the same trees: the device check compares both with the reference).
 ENV_TREE_GRAPH = "SGLANG_DDTREE_TREE_GRAPH"
 
 
@@ -213,25 +213,32 @@ class _TreeGraph:
         self.indices.copy_(indices)
         self.prefix_lens.copy_(prefix_lens)
         self.graph.replay()
-        return self.out
+        # Copies: the step's consumers may still read them after the next step's replay (overlap scheduler).
+        return {key: value.clone() if torch.is_tensor(value) else value for key, value in self.out.items()}
 
 
 _tree_graphs: dict = {}
 
 
 def tree_graph_enabled() -> bool:
-    return os.environ.get(ENV_TREE_GRAPH, "").strip() in ("1", "true", "True", "yes")
+    """On unless SGLANG_DDTREE_TREE_GRAPH is 0 / false / no / off."""
+    return os.environ.get(ENV_TREE_GRAPH, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _build_arrays(roots, values, indices, prefix_lens, n: int):
     if not (tree_graph_enabled() and values.is_cuda):
         return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
     key = (tuple(values.shape), values.dtype, indices.dtype, prefix_lens.dtype, int(n), values.device)
-    graph = _tree_graphs.get(key)
+    if key not in _tree_graphs:
+        try:
+            _tree_graphs[key] = _TreeGraph(roots, values, indices, prefix_lens, n)
+            logger.info("DDTREE: tree builder captured in a CUDA graph for bs=%d N=%d (%d graphs)", roots.shape[0], n, len(_tree_graphs))
+        except Exception as exc:  # noqa: BLE001 - the eager builder gives the same trees
+            _tree_graphs[key] = None
+            logger.warning("DDTREE: tree builder capture failed for bs=%d N=%d (%r); building eagerly for this shape", roots.shape[0], n, exc)
+    graph = _tree_graphs[key]
     if graph is None:
-        graph = _TreeGraph(roots, values, indices, prefix_lens, n)
-        _tree_graphs[key] = graph
-        logger.info("DDTREE: tree builder captured in a CUDA graph for bs=%d N=%d (%d graphs)", roots.shape[0], n, len(_tree_graphs))
+        return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
     return graph.replay(roots, values, indices, prefix_lens)
 
 
@@ -247,8 +254,8 @@ def build_tree_on_device(
 
     ddtree_tree.build_tree_arrays gives, per request, exactly ddtree_utils.build_tree's tree (the CPU
     equivalence test in the collection's CI); the FULL custom mask is laid out at mask_indptr into a
-    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read). With
-    SGLANG_DDTREE_TREE_GRAPH=1 the builder is replayed from a CUDA graph per batch shape (_TreeGraph).
+    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read). The
+    builder is replayed from a CUDA graph per batch shape (_TreeGraph) unless SGLANG_DDTREE_TREE_GRAPH=0.
     """
     bs = int(prefix_lens.shape[0])
     n = int(budget)
