@@ -482,6 +482,7 @@ class Steps:
         return {
             "record": record,
             "release_dir": release.release_dir(p["runtime_root"], p["release_id"]),
+            "current_link": release.current_link(p["runtime_root"]),
             "previous_release_id": (record or {}).get("release_id", ""),
             "first_envelope_index": start,
             "first_envelope": p["ladder"][start],

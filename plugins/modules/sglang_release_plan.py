@@ -41,6 +41,12 @@ release_dir:
   returned: success
   type: str
   sample: /srv/sglang/releases/0123456789ab
+current_link:
+  description: The link the unit starts from, C(<runtime_root>/current) (the one derivation); it points at the
+    release that serves.
+  returned: success
+  type: str
+  sample: /srv/sglang/current
 previous_release_id:
   description: The release serving before this deploy (the record's), empty on a first deploy.
   returned: success

@@ -41,6 +41,7 @@ if str(TESTS) not in sys.path:
 from ansible.parsing.dataloader import DataLoader  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 from support.unit_template import exec_start as _exec_start  # noqa: E402
+from support.unit_template import release_plan as _release_plan  # noqa: E402
 from support.unit_template import trust_as_template  # noqa: E402
 from support.unit_template import trusted as _trusted  # noqa: E402
 
@@ -104,7 +105,9 @@ def render(host=None, inventory=REPO / "inventory", overrides=None, envelope=Non
     name = envelope or (ladder[0] if ladder else None)
     if name is None:
         raise SystemExit("render_command: sglang_service_envelope_ladder is empty; pass --envelope")
-    templar.available_variables = dict(variables, _sglang_service_envelope_name=name)
+    templar.available_variables = dict(
+        variables, _sglang_service_envelope_name=name, _sglang_service_plan=_release_plan(templar, variables)
+    )
     templates = ROLES / "sglang_service" / "templates"
 
     def template_file(name):
@@ -114,7 +117,7 @@ def render(host=None, inventory=REPO / "inventory", overrides=None, envelope=Non
     unit = template_file("sglang.service.j2")
     env_text = template_file("sglang.env.j2")
     argv = exec_start(unit)
-    release_venv = templar.template(trust_as_template("{{ sglang_service_runtime_root }}/current/venv"))
+    release_venv = templar.available_variables["_sglang_service_plan"]["current_link"] + "/venv"
     if venv:
         prefix = release_venv.rstrip("/") + "/"
         if argv[0].startswith(prefix):

@@ -60,7 +60,17 @@ def render_unit(launch_style: str, **overrides) -> str:
         variables.update(trusted(loader.load_from_file(str(ROLE / name / "main.yml"))))
     variables.update(ALL_OPTIONS_ON, sglang_service_launch_style=launch_style, **overrides)
     templar = Templar(loader=loader, variables=variables)
+    templar.available_variables = dict(variables, _sglang_service_plan=release_plan(templar, variables))
     return templar.template(trust_as_template((ROLE / "templates" / "sglang.service.j2").read_text()))
+
+
+def release_plan(templar, variables) -> dict:
+    """The part of sglang_release_plan's result the templates read (``current_link``), from its owner's function."""
+    from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: PLC0415
+
+    if "_sglang_service_plan" in variables:
+        return variables["_sglang_service_plan"]
+    return {"current_link": release.current_link(templar.template(variables["sglang_service_runtime_root"]))}
 
 
 def exec_start(unit: str) -> list[str]:
