@@ -360,3 +360,57 @@ def test_paths_the_release_id_pattern_and_the_gpu_count_are_derived_only_by_thei
 def test_the_owner_check_finds_a_second_derivation(value, code):
     assert [v for v, _where in derivations("roles/sglang_other/tasks/x.yml", code + "\n")] == [value]
     assert derivations("roles/sglang_other/tasks/x.yml", "# " + code + "\n") == []  # a comment describes
+
+
+# A fallback that restates a role's default (``sglang_service_port | default(30000)``) is a second copy of it: the
+# owner's value changes and the copy does not. An empty fallback (``[]``, ``{}``, ``''``) says "not set", not a value.
+FALLBACK_SCOPE = ("roles/", "playbooks/", "deploy.yml", "plugins/", "extensions/")
+
+
+def _default_literals(value) -> list[str]:
+    if isinstance(value, bool):
+        return [str(value).lower(), str(value)]
+    if isinstance(value, (int, float)):
+        return [str(value)]
+    if isinstance(value, str) and value and "{{" not in value:
+        return [f"'{value}'", f'"{value}"']
+    return []
+
+
+def fallback_restatements(name: str, text: str, defaults: dict) -> list[str]:
+    """``name:line: var | default(literal)`` wherever ``literal`` is ``var``'s role default (outside its defaults)."""
+    found = []
+    for variable, value in defaults.items():
+        if variable not in text:
+            continue
+        for literal in _default_literals(value):
+            pattern = re.compile(r"\b%s\s*\|\s*default\(\s*%s\s*[,)]" % (re.escape(variable), re.escape(literal)))
+            for match in pattern.finditer(text):
+                found.append(f"{name}:{text[: match.start()].count(chr(10)) + 1}: {match.group(0)}")
+    return found
+
+
+def test_no_fallback_restates_another_roles_default():
+    defaults = all_defaults()
+    offenders = []
+    for name in _tracked_files():
+        if not name.startswith(FALLBACK_SCOPE) or not name.endswith((".yml", ".yaml", ".j2")):
+            continue
+        if name.endswith(("/defaults/main.yml", "argument_specs.yml")):
+            continue
+        offenders += fallback_restatements(name, (REPO / name).read_text(errors="replace"), defaults)
+    assert offenders == [], "a fallback restates the owner's default (read the variable; its role is loaded)"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "port=sglang_service_port | default(30000),",
+        "unit_name=sglang_service_unit_name | default('sglang'))",
+        'tp: "{{ sglang_service_tp_size | default(1) | int }}"',
+    ],
+)
+def test_the_fallback_check_finds_a_restated_default(code):
+    defaults = all_defaults()
+    assert fallback_restatements("roles/x/tasks/y.yml", code, defaults)
+    assert not fallback_restatements("roles/x/tasks/y.yml", code.replace("default(", "default(omit) or ("), defaults)
