@@ -679,10 +679,11 @@ def plan_python(inputs: dict, facts: dict) -> tuple[dict, list]:
 
 def plan_gpus(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list, list]:
     """``(gpus, errors, warnings)``: the host's GPUs judged (``nvidia_smi.assess_host``) and chosen
-    (``gpu_selection.select_gpus``) for ``gpus_wanted`` GPUs. Without GPU checks: none, and said so."""
+    (``gpu_selection.select_gpus``) for ``gpus_wanted`` GPUs, with the chosen GPUs' compute capabilities (what
+    the GPU code check reads). Without GPU checks: none, and said so."""
     read = facts.get("gpus") or {}
     if not inputs.get("gpu_checks") or not read.get("read"):
-        return {"checked": False, "uuids": [], "indices": [], "gpus": [], "driver": {}}, [], []
+        return {"checked": False, "uuids": [], "indices": [], "gpus": [], "capabilities": [], "driver": {}}, [], []
     gpus = read.get("gpus") or []
     exclude = [str(g) for g in inputs.get("excluded_gpus") or []]
     verdict = assess_host(
@@ -732,13 +733,16 @@ def plan_gpus(inputs: dict, facts: dict, plan: dict) -> tuple[dict, list, list]:
             " sglang_preflight_allow_busy_gpus=true for busy ones"
         )
     chosen = set(selection["uuids"])
+    selected = [g for g in gpus if g.get("uuid") in chosen]
     return (
         {
             "checked": True,
             "uuids": selection["uuids"],
             "indices": selection["indices"],
             "gpus": gpus,
-            "selected": [g for g in gpus if g.get("uuid") in chosen],
+            "selected": selected,
+            # What the GPU code check (gpu_code.yml) checks: each chosen GPU's compute capability, "" when unknown.
+            "capabilities": [str(g.get("compute_capability") or "") for g in selected],
             "driver": {
                 "driver_version": read.get("driver_version"),
                 "driver_cuda_version": read.get("driver_cuda_version"),

@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Memory envelopes planned before sglang starts (pure, stdlib only).
 
-From the target's and the draft's config.json, the selected GPUs' memory (``nvidia_gpu_facts``:
-``memory_total_mb`` / ``memory_free_mb``, MiB), the tensor-parallel size and each envelope of the
-ladder, predict what sglang 0.5.17 allocates on one TP rank and whether it starts:
+From the target's and the draft's config.json, the selected GPUs' memory (the host facts' GPUs, as
+``nvidia_smi`` reads them: ``memory_total_mb`` / ``memory_free_mb``, MiB), the tensor-parallel size and each
+envelope of the ladder, predict what sglang 0.5.17 allocates on one TP rank and whether it starts:
 
 - weights: parameters from the config x dtype bytes, split over the TP ranks (the DFlash draft has
   no embedding / lm_head; its ``fc`` is a plain ``nn.Linear``, replicated on every rank);

@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parse ``nvidia-smi`` output into per-GPU facts with a health verdict.
 
-Pure functions, stdlib only: the module ``specdec.sglang.nvidia_gpu_facts`` runs
-nvidia-smi (through its ``run_command``, bounded by coreutils ``timeout``: ``run_bounded``) and
-hands the text here; unit tests feed real and constructed outputs.
+Pure functions, stdlib only: the host read of a deploy (``host_facts.read_gpus``, module
+``specdec.sglang.sglang_host_facts``) and the module ``specdec.sglang.nvidia_gpu_facts`` run
+nvidia-smi (``collect``, through their ``run_command``, bounded by coreutils ``timeout``: ``run_bounded``)
+and hand the text here; unit tests feed real and constructed outputs.
 
 Inputs understood:
 - ``--query-gpu=<fields> --format=csv[,noheader][,nounits]``: one row per GPU; a GPU

@@ -21,6 +21,9 @@ description:
   - With O(select) (explicit ids) or O(count) (automatic), picks GPUs and returns them as UUIDs;
     unusable, unknown or excluded GPUs are refused with the reason.
   - Read-only; supports check mode.
+  - For playbooks of one's own. The roles do not call it - a deploy reads the GPUs once with
+    M(specdec.sglang.sglang_host_facts) (the same reader, C(plugins/module_utils/nvidia_smi.py)) and judges and
+    chooses them in the plan of the host (M(specdec.sglang.deploy_plan), C(sglang_deploy_plan.host.gpus)).
 options:
   nvidia_smi:
     description: nvidia-smi executable (name on PATH or absolute path).

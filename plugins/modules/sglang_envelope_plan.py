@@ -45,7 +45,8 @@ options:
   gpus:
     description:
       - The selected GPUs, each with C(memory_total_mb) and C(memory_free_mb) (MiB), as
-        M(specdec.sglang.nvidia_gpu_facts) returns them; the first O(tp_size) are planned.
+        M(specdec.sglang.sglang_host_facts) (or M(specdec.sglang.nvidia_gpu_facts)) returns them; the first
+        O(tp_size) are planned.
     type: list
     elements: dict
     required: true

@@ -11,7 +11,8 @@ short_description: Check that the runtime and the attention backend carry GPU co
 version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
-  - For each compute capability of the selected GPUs (O(capabilities), from C(specdec.sglang.nvidia_gpu_facts)),
+  - For each compute capability of the selected GPUs (O(capabilities), the deploy plan's
+    C(sglang_deploy_plan.host.gpus.capabilities) from the host facts' nvidia-smi read),
     checks that the manifest's packages with compiled GPU code (sglang-kernel, torch) hold code for it, that the
     attention backend (O(attention_backend), or the one sglang picks per GPU when empty) and the sampling backend
     (O(sampling_backend), or sglang's default when empty) have kernels for it, and that a backend compiling at run

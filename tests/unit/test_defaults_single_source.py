@@ -16,27 +16,33 @@ import tempfile
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import readiness
-from ansible_collections.specdec.sglang.plugins.modules import nvidia_gpu_facts, sglang_host_lock, sglang_readiness
+from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan, readiness
+from ansible_collections.specdec.sglang.plugins.modules import (
+    nvidia_gpu_facts,
+    sglang_host_facts,
+    sglang_host_lock,
+    sglang_readiness,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
 
-# role variable -> (module, option): the role passes the variable to the option.
+# role variable -> (module, option): the role passes the variable to the option (host_plan.yml: the host read).
 HANDED_TO_MODULES = {
-    "sglang_preflight_nvidia_smi": (nvidia_gpu_facts, "nvidia_smi"),
-    "sglang_preflight_allow_busy_gpus": (nvidia_gpu_facts, "allow_busy"),
-    "sglang_preflight_busy_memory_mb": (nvidia_gpu_facts, "busy_memory_mb"),
-    "sglang_preflight_min_free_memory_mb": (nvidia_gpu_facts, "min_free_memory_mb"),
-    "sglang_preflight_expected_gpu_count": (nvidia_gpu_facts, "expected_count"),
-    "sglang_preflight_expected_gpu_name": (nvidia_gpu_facts, "expected_name"),
-    "sglang_preflight_nvidia_smi_timeout_s": (nvidia_gpu_facts, "timeout_s"),
+    "sglang_preflight_nvidia_smi": (sglang_host_facts, "nvidia_smi"),
+    "sglang_preflight_allow_busy_gpus": (sglang_host_facts, "allow_busy"),
+    "sglang_preflight_busy_memory_mb": (sglang_host_facts, "busy_memory_mb"),
+    "sglang_preflight_min_free_memory_mb": (sglang_host_facts, "min_free_memory_mb"),
+    "sglang_preflight_nvidia_smi_timeout_s": (sglang_host_facts, "nvidia_smi_timeout_s"),
     "sglang_service_startup_timeout_s": (sglang_readiness, "startup_timeout"),
     "sglang_service_readiness_poll_interval_s": (sglang_readiness, "poll_interval"),
     "sglang_service_lock_timeout_s": (sglang_host_lock, "timeout_s"),
     "sglang_service_lock_max_age_s": (sglang_host_lock, "max_age_s"),
     "sglang_service_lock_break": (sglang_host_lock, "break_lock"),
 }
+# Role variables the plan reads from the play (deploy_plan.INPUT_VARIABLES) whose value when no role sets them (the
+# plan's absent value) is the role's default: a plan without the role loaded decides as one with its defaults.
+READ_BY_THE_PLAN = ("sglang_preflight_expected_gpu_count", "sglang_preflight_expected_gpu_name")
 PROBE_KEYS = ("prompt", "max_new_tokens", "temperature", "timeout", "api")
 
 
@@ -82,13 +88,21 @@ def test_module_option_default_equals_the_role_default(variable):
     assert module_spec(module)[option]["default"] == all_defaults()[variable]
 
 
+@pytest.mark.parametrize("variable", READ_BY_THE_PLAN)
+def test_the_plans_absent_value_equals_the_role_default(variable):
+    absent = {var: value for var, value in deploy_plan.INPUT_VARIABLES.values()}
+    assert absent[variable] == all_defaults()[variable]
+
+
 def test_probe_defaults_of_the_role_equal_the_readiness_module_defaults():
     role_probe = all_defaults()["sglang_service_probe"]
     module_probe = {k: sglang_readiness.PROBE_SPEC[k]["default"] for k in PROBE_KEYS}
     assert {k: role_probe.get(k) for k in PROBE_KEYS} == module_probe
 
 
-@pytest.mark.parametrize("module", [nvidia_gpu_facts, sglang_readiness], ids=lambda m: m.__name__.rsplit(".", 1)[1])
+@pytest.mark.parametrize(
+    "module", [nvidia_gpu_facts, sglang_host_facts, sglang_readiness], ids=lambda m: m.__name__.rsplit(".", 1)[1]
+)
 def test_module_docs_state_the_argument_spec_defaults(module):
     documented = yaml.safe_load(module.DOCUMENTATION)["options"]
     for option, spec in module_spec(module).items():
@@ -301,8 +315,6 @@ DERIVED = {
 # one fails the test; one that is gone may leave this list.
 NOT_YET = {
     ("state/last_good", "roles/sglang_service/vars/main.yml"),
-    # The GPU check alone (tasks_from: gpus, plays without a deploy plan); a deploy counts through the plan.
-    ("GPU count", "roles/sglang_preflight/tasks/gpus.yml"),
 }
 # The gateway's uv lives under its own root (sglang_gateway_root): its own owner.
 DERIVED_SCOPE = ("roles/", "plugins/", "playbooks/")
