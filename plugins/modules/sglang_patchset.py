@@ -78,8 +78,8 @@ options:
     type: path
   label:
     description:
-      - Names the set in a failure's message, which becomes C(<label>: <reason>). The role passes
-        C(sglang_patches_sets[<index>]=<directory> (<name>)).
+      - "Names the set in a failure's message, which becomes C(<label>: <reason>). The role passes
+        C(sglang_patches_sets[<index>]=<directory> (<name>))."
     type: str
     default: ""
 attributes:
