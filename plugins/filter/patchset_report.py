@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 name: patchset_report
 short_description: The deploy report's patch set entries from the patch role's apply and verify results
-version_added: 0.3.0
+version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
   - Pairs the registered loop results of the patch role's apply (or revert) step and its verify step, in order, and

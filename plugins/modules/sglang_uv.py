@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_uv
 short_description: uv at a pinned version in a tool venv of its own, in one module run
-version_added: 0.3.0
+version_added: 0.2.0
 author: specdec maintainers (@specdec)
 description:
   - Puts the tools directory (the parent of O(tool_dir)) in place (root, 0755), reads C(<tool_dir>/bin/uv --version)
