@@ -73,6 +73,28 @@ class PatchsetError(Exception):
         self.data = data
 
 
+def refusal(label, msg):
+    """A failure's message, naming the set with ``label`` when given (the role passes
+    ``sglang_patches_sets[<index>]=<directory> (<name>)``)."""
+    return "%s: %s" % (label, msg) if label else msg
+
+
+def report_entries(applied, verified):
+    """The deploy report's patch set entries from the role's registered loop results, in order: the apply or
+    revert step's (``applied``) and the verify step's (``verified``; skipped items in check mode carry no
+    ``verify``). One entry per set: name, sglang_version, files and changed of the first, verify of the second."""
+    return [
+        {
+            "name": change.get("name"),
+            "sglang_version": change.get("sglang_version"),
+            "files": change.get("files"),
+            "changed": change.get("changed"),
+            "verify": check["verify"] if "verify" in check else {},
+        }
+        for change, check in zip(applied or (), verified or ())
+    ]
+
+
 def sha256_bytes(data):
     return hashlib.sha256(data).hexdigest()
 

@@ -76,6 +76,12 @@ options:
   source_tree:
     description: With V(validated), a pristine site-packages tree of the target sglang to check base checksums against.
     type: path
+  label:
+    description:
+      - "Names the set in a failure's message, which becomes C(<label>: <reason>). The role passes
+        C(sglang_patches_sets[<index>]=<directory> (<name>))."
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -271,6 +277,10 @@ def _change(module, manifest, python, site_packages, runner):
     return {}
 
 
+def _fail(module, msg, **result):
+    module.fail_json(msg=ps.refusal(module.params.get("label"), msg), **result)
+
+
 def run_module(module, runner=None):
     p = module.params
     runner = runner or _runner(module)
@@ -278,7 +288,7 @@ def run_module(module, runner=None):
     result = {"changed": False, "files": [], "verify": {}}
     missing = _missing_param(p)
     if missing:
-        module.fail_json(msg=missing)
+        _fail(module, missing)
 
     manifest = p["manifest"] if p["manifest"] is not None else ps.load_manifest(p["src"])
     ps.check_manifest(manifest)
@@ -291,7 +301,7 @@ def run_module(module, runner=None):
 
     python = _python(p)
     if not python:
-        module.fail_json(msg="venv or python is required with state=%s" % state, **result)
+        _fail(module, "venv or python is required with state=%s" % state, **result)
     if not os.path.exists(python) and module.check_mode:
         # The venv is built by an earlier task that check mode did not run.
         result.update(changed=state != "verified", skipped_reason="%s does not exist yet (check mode)" % python)
@@ -305,8 +315,9 @@ def run_module(module, runner=None):
             site_packages, manifest, python, mode=p["verify_mode"], runner=runner, reverted=state == "reverted"
         )
         if not result["verify"]["ok"]:
-            module.fail_json(
-                msg="patch set %s failed verification: %s" % (manifest["name"], "; ".join(result["verify"]["errors"])),
+            _fail(
+                module,
+                "patch set %s failed verification: %s" % (manifest["name"], "; ".join(result["verify"]["errors"])),
                 **result,
             )
     return result
@@ -326,13 +337,14 @@ def main():
             "verify_mode": {"type": "str", "default": "auto", "choices": ["auto", "import", "compile"]},
             "check_version": {"type": "bool", "default": True},
             "source_tree": {"type": "path"},
+            "label": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     try:
         result = run_module(module)
     except ps.PatchsetError as exc:
-        module.fail_json(msg=exc.msg, **exc.data)
+        _fail(module, exc.msg, **exc.data)
     module.exit_json(**result)
 
 

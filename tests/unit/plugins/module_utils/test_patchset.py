@@ -40,3 +40,13 @@ def test_manifest_loads_from_the_set_directory(manifest):
 def test_missing_manifest_is_refused(tmp_path):
     with pytest.raises(ps.PatchsetError, match=r"patchset\.yml not found"):
         ps.load_manifest(str(tmp_path))
+
+
+def test_a_refusal_names_the_set_when_labelled():
+    """The role's precheck passes label: the refusal reads as the role's former assert did."""
+    label = "sglang_patches_sets[0]=/sets/ddtree (ddtree-spec-info)"
+    assert ps.refusal(label, "x.py has sha256 1, expected 2") == (
+        "sglang_patches_sets[0]=/sets/ddtree (ddtree-spec-info): x.py has sha256 1, expected 2"
+    )
+    assert ps.refusal("", "x.py has sha256 1") == "x.py has sha256 1"
+    assert ps.refusal(None, "x.py has sha256 1") == "x.py has sha256 1"

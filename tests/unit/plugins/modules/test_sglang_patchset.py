@@ -30,3 +30,10 @@ def test_missing_backup_dir_is_refused(monkeypatch, capsys):
     out = run(monkeypatch, capsys, state="reverted", src=str(SET_DIR), python=sys.executable)
     assert out["failed"] is True
     assert "backup_dir is required" in out["msg"]
+
+
+def test_a_labelled_refusal_names_the_set(monkeypatch, capsys):
+    label = "sglang_patches_sets[1]=/sets/ddtree (ddtree-spec-info)"
+    out = run(monkeypatch, capsys, state="reverted", src=str(SET_DIR), python=sys.executable, label=label)
+    assert out["failed"] is True
+    assert out["msg"].startswith(label + ": backup_dir is required")
