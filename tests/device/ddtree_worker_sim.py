@@ -408,6 +408,7 @@ class Worker:
         block = config.block_size
         self._ddtree_config = config
         self.block_size, self.device, self._need_mamba_verify_commit, self._ddtree_steps = block, "cpu", hybrid, 0
+        self._ddtree_warned_eager = False  # as init_ddtree sets it (0.5.17's worker says once that a batch ran eager)
         self.ps = SimpleNamespace(tp_rank=0)
         # 0.5.23's worker: deferred verify logits, draft TP scope, the draft pool's write ids of a plan.
         self._target_logits_processor = ToyDeferredLogits() if deferred else None
