@@ -43,9 +43,7 @@ def test_the_shipped_table_is_what_the_generator_makes_from_the_record():
     assert entry["gpu_name"] == "NVIDIA H200" and entry["compute_capability"] == "9.0"
 
 
-@pytest.mark.parametrize(
-    ("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16)]
-)
+@pytest.mark.parametrize(("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16)])
 def test_break_even_is_the_recorded_step_over_the_graphed_target_step(run, algorithm, budget):
     verdict = sc.speculation_verdict(
         TABLE, gpu_names=["NVIDIA H200"], algorithm=algorithm, block_size=16, budget=budget, accept_length=None
