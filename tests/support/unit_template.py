@@ -60,7 +60,11 @@ def render_unit(launch_style: str, **overrides) -> str:
         variables.update(trusted(loader.load_from_file(str(ROLE / name / "main.yml"))))
     variables.update(ALL_OPTIONS_ON, sglang_service_launch_style=launch_style, **overrides)
     templar = Templar(loader=loader, variables=variables)
-    templar.available_variables = dict(variables, _sglang_service_plan=release_plan(templar, variables))
+    templar.available_variables = dict(
+        variables,
+        _sglang_service_plan=release_plan(templar, variables),
+        _sglang_service_single_replica=single_replica(templar, variables),
+    )
     return templar.template(trust_as_template((ROLE / "templates" / "sglang.service.j2").read_text()))
 
 
@@ -71,6 +75,32 @@ def release_plan(templar, variables) -> dict:
     if "_sglang_service_plan" in variables:
         return variables["_sglang_service_plan"]
     return {"current_link": release.current_link(templar.template(variables["sglang_service_runtime_root"]))}
+
+
+def single_replica(templar, variables) -> dict:
+    """The role's single replica as ``service_replicas`` plans it (vars/main.yml calls that filter; this Templar has
+    no collection plugins, so the owner's function is called here with the same arguments)."""
+    from ansible_collections.specdec.sglang.plugins.filter.service_replicas import service_replicas  # noqa: PLC0415
+
+    if "_sglang_service_single_replica" in variables and not isinstance(
+        variables["_sglang_service_single_replica"], str
+    ):
+        return variables["_sglang_service_single_replica"]
+
+    def value(name, default=None):
+        return templar.template(variables[name]) if name in variables else default
+
+    (single,) = service_replicas(
+        [],
+        value("sglang_preflight_gpus", []),
+        value("sglang_service_gpu_uuids", []),
+        tp_size=value("sglang_service_tp_size"),
+        port=value("sglang_service_port"),
+        unit_name=value("sglang_service_unit_name"),
+        config_dir=value("sglang_service_config_dir"),
+        runtime_root=value("sglang_service_runtime_root"),
+    )
+    return single
 
 
 def exec_start(unit: str) -> list[str]:

@@ -311,11 +311,6 @@ DERIVED = {
         {"plugins/module_utils/validation_rules.py"},
     ),
 }
-# Second derivations that other files still carry (issue 33 names them; their owners' work removes them). A new
-# one fails the test; one that is gone may leave this list.
-NOT_YET = {
-    ("state/last_good", "roles/sglang_service/vars/main.yml"),
-}
 # The gateway's uv lives under its own root (sglang_gateway_root): its own owner.
 DERIVED_SCOPE = ("roles/", "plugins/", "playbooks/")
 DERIVED_OWN_TREES = {"uv paths": ("roles/sglang_gateway/",)}
@@ -347,8 +342,7 @@ def test_paths_the_release_id_pattern_and_the_gpu_count_are_derived_only_by_thei
         if not name.startswith(DERIVED_SCOPE) or name.endswith((".md", ".rst")) or "/files/" in name:
             continue
         for value, where in derivations(name, (REPO / name).read_text(errors="replace")):
-            if (value, name) not in NOT_YET:
-                offenders.append(f"{value}: {where}")
+            offenders.append(f"{value}: {where}")
     assert offenders == [], "derived outside its owner (take it from sglang_deploy_plan or the owner's function)"
 
 

@@ -2,10 +2,8 @@
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 from ansible_collections.specdec.sglang.plugins.filter.service_replicas import FilterModule
-from support.unit_template import ROLE, trust_as_template, trusted
+from support.unit_template import ROLE
 
 FILTERS = FilterModule().filters()
 PATHS = {
@@ -17,22 +15,18 @@ PATHS = {
 }
 
 
-def _role_variables(**overrides):
-    loader = DataLoader()
-    variables = {"sglang_runtime_root": "/opt/sglang", "sglang_preflight_gpu_uuids": ["GPU-a", "GPU-b"]}
-    for name in ("defaults", "vars"):
-        variables.update(trusted(loader.load_from_file(str(ROLE / name / "main.yml"))))
-    variables.update(overrides)
-    return Templar(loader=loader, variables=variables)
-
-
-def test_the_roles_single_replica_is_the_filters_own_single_replica():
-    """vars/main.yml spells today's single replica in Jinja (the unit template renders without plugins): it must
-    be exactly what service_replicas plans for an empty list."""
-    templar = _role_variables()
-    jinja = templar.template(trust_as_template("{{ _sglang_service_single_replica }}"))
+def test_the_roles_single_replica_is_the_filters_plan_of_an_empty_list():
+    """vars/main.yml takes the single replica from service_replicas (no second spelling of its paths), with the same
+    arguments as the replicas' own call."""
+    text = (ROLE / "vars" / "main.yml").read_text()
+    single = text[text.index("_sglang_service_single_replica:") :].split("\n_", 1)[0]
+    several = text[text.index("_sglang_service_replicas:") :].split("\n#", 1)[0]
+    assert "([] | specdec.sglang.service_replicas(" in single and single.rstrip().endswith(")[0] }}")
+    for argument in ("tp_size=sglang_service_tp_size", "port=sglang_service_port", "unit_name=sglang_service_unit_name",
+                     "config_dir=sglang_service_config_dir", "runtime_root=sglang_service_runtime_root"):  # fmt: skip
+        assert argument in single and argument in several
     (planned,) = FILTERS["service_replicas"]([], [], ["GPU-a", "GPU-b"], **dict(PATHS, tp_size=2))
-    assert dict(jinja, port=int(jinja["port"])) == planned
+    assert planned["state_dir"].endswith("/state/last_good") and planned["gpus"] == ["GPU-a", "GPU-b"]
 
 
 def test_the_filter_takes_template_strings_and_names_every_replica_error():
