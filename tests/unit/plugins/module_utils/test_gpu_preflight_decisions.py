@@ -19,6 +19,7 @@ import re
 import sys
 import time
 
+import pytest
 import yaml
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.specdec.sglang.plugins.action.deploy_plan import load_known_runtimes
@@ -351,29 +352,30 @@ def blackwell(tmp_path, monkeypatch, capsys, *settings, transcript="constructed-
     return gpu_code(monkeypatch, capsys, variables, built)
 
 
-def test_fa3_on_12_0_gpus_is_refused_naming_flash_ops_and_its_capabilities(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("backend", "refusal"),
+    [
+        (
+            "fa3",
+            "no GPU code for the selected GPUs: sglang-kernel 0.4.5 flash_ops for attention backend fa3"
+            " (sglang_service_attention_backend) has no code for compute capability 12.0 (sm_120): it holds"
+            " SASS sm_80, sm_86, sm_90a; no PTX",
+        ),
+        (
+            "trtllm_mha",
+            "attention backend trtllm_mha (sglang_service_attention_backend) does not run on compute capability 12.0",
+        ),
+    ],
+)
+def test_an_attention_backend_without_code_for_12_0_is_refused_naming_why(
+    backend, refusal, tmp_path, monkeypatch, capsys
+):
     out = blackwell(
         tmp_path, monkeypatch, capsys,
-        {"sglang_service_attention_backend": "fa3", "sglang_runtime_manifest": [CUBIN]},
+        {"sglang_service_attention_backend": backend, "sglang_runtime_manifest": [CUBIN]},
     )  # fmt: skip
     assert out["failed"] is True
-    assert (
-        "no GPU code for the selected GPUs: sglang-kernel 0.4.5 flash_ops for attention backend fa3"
-        " (sglang_service_attention_backend) has no code for compute capability 12.0 (sm_120): it holds"
-        " SASS sm_80, sm_86, sm_90a; no PTX" in out["msg"]
-    )
-
-
-def test_trtllm_mha_on_12_0_gpus_is_refused(tmp_path, monkeypatch, capsys):
-    out = blackwell(
-        tmp_path, monkeypatch, capsys,
-        {"sglang_service_attention_backend": "trtllm_mha", "sglang_runtime_manifest": [CUBIN]},
-    )  # fmt: skip
-    assert out["failed"] is True
-    assert (
-        "attention backend trtllm_mha (sglang_service_attention_backend) does not run on compute capability 12.0"
-        in out["msg"]
-    )
+    assert refusal in out["msg"]
 
 
 def test_the_defaults_on_12_0_pass_with_their_reasons_listed(tmp_path, monkeypatch, capsys):
