@@ -41,8 +41,7 @@ if str(TESTS) not in sys.path:
 from ansible.parsing.dataloader import DataLoader  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 from support.unit_template import exec_start as _exec_start  # noqa: E402
-from support.unit_template import release_plan as _release_plan  # noqa: E402
-from support.unit_template import single_replica as _single_replica  # noqa: E402
+from support.unit_template import owner_values as _owner_values  # noqa: E402
 from support.unit_template import trust_as_template  # noqa: E402
 from support.unit_template import trusted as _trusted  # noqa: E402
 
@@ -107,10 +106,7 @@ def render(host=None, inventory=REPO / "inventory", overrides=None, envelope=Non
     if name is None:
         raise SystemExit("render_command: sglang_service_envelope_ladder is empty; pass --envelope")
     templar.available_variables = dict(
-        variables,
-        _sglang_service_envelope_name=name,
-        _sglang_service_plan=_release_plan(templar, variables),
-        _sglang_service_single_replica=_single_replica(templar, variables),
+        variables, _sglang_service_envelope_name=name, **_owner_values(templar, variables)
     )
     templates = ROLES / "sglang_service" / "templates"
 

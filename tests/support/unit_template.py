@@ -60,12 +60,17 @@ def render_unit(launch_style: str, **overrides) -> str:
         variables.update(trusted(loader.load_from_file(str(ROLE / name / "main.yml"))))
     variables.update(ALL_OPTIONS_ON, sglang_service_launch_style=launch_style, **overrides)
     templar = Templar(loader=loader, variables=variables)
-    templar.available_variables = dict(
-        variables,
-        _sglang_service_plan=release_plan(templar, variables),
-        _sglang_service_single_replica=single_replica(templar, variables),
-    )
+    templar.available_variables = dict(variables, **owner_values(templar, variables))
     return templar.template(trust_as_template((ROLE / "templates" / "sglang.service.j2").read_text()))
+
+
+def owner_values(templar, variables) -> dict:
+    """What the role reads from the collection's plugins at run time (sglang_release_plan's result, the
+    service_replicas filter's single replica), from the same functions: this Templar has no collection plugins."""
+    return {
+        "_sglang_service_plan": release_plan(templar, variables),
+        "_sglang_service_single_replica": single_replica(templar, variables),
+    }
 
 
 def release_plan(templar, variables) -> dict:
