@@ -76,20 +76,26 @@ def block_of(draft):
     return int((cfg.get("dflash_config") or {}).get("block_size") or cfg["block_size"])
 
 
+# The tree builder of a DDTREE run, by the name's suffix (SGLANG_DDTREE_TREE_BUILDER): ddtree16 the set's
+# default (one Triton program per request), ddtree16g the array builder replayed from a CUDA graph,
+# ddtree16e the array builder launched op by op.
+BUILDER_SUFFIXES = {"": None, "g": "graph", "e": "eager"}
+
+
 def budget_of(run):
-    """N of a DDTREE run (``ddtree16``; ``ddtree16e``: the same N with the tree builder launched eagerly)."""
-    found = re.fullmatch(r"ddtree(\d+)e?", run)
+    """N of a DDTREE run (``ddtree16``, ``ddtree16g``, ``ddtree16e``)."""
+    found = re.fullmatch(r"ddtree(\d+)[ge]?", run)
     return int(found.group(1)) if found else None
 
 
-def eager_builder_of(run):
-    """``ddtree<N>e``: SGLANG_DDTREE_TREE_GRAPH=0 (the builder launched eagerly; the set's default replays it
-    from a CUDA graph)."""
-    return run.startswith("ddtree") and run.endswith("e")
+def builder_of(run):
+    """The SGLANG_DDTREE_TREE_BUILDER a DDTREE run sets (None: the set's default, triton)."""
+    found = re.fullmatch(r"ddtree\d+([ge]?)", run)
+    return BUILDER_SUFFIXES[found.group(1)] if found else None
 
 
 def valid_run(run):
-    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+e?", run) is not None
+    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+[ge]?", run) is not None
 
 
 def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
@@ -116,7 +122,7 @@ def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
     # attention; a decode line says cuda graph False where a batch ran eager).
     return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DDTREE",
             *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run)),
-                     **({"SGLANG_DDTREE_TREE_GRAPH": "0"} if eager_builder_of(run) else {})}  # fmt: skip
+                     **({"SGLANG_DDTREE_TREE_BUILDER": builder_of(run)} if builder_of(run) else {})}  # fmt: skip
 
 
 def decode_steps(text):

@@ -63,8 +63,8 @@ def merge(records):
 
 
 def _n(run):
-    """N of ``ddtree<N>`` / ``ddtree<N>e`` (the tree builder launched eagerly)."""
-    return int(run[len("ddtree") :].rstrip("e"))
+    """N of ``ddtree<N>`` / ``ddtree<N>g`` / ``ddtree<N>e`` (the array tree builder, graphed / eager)."""
+    return int(run[len("ddtree") :].rstrip("ge"))
 
 
 def label(run):
@@ -72,7 +72,9 @@ def label(run):
         return "DFLASH B=16"
     if run.startswith("ddtree"):
         if run.endswith("e"):
-            return "DDTREE N=%s, eager tree builder" % _n(run)
+            return "DDTREE N=%s, eager array tree builder" % _n(run)
+        if run.endswith("g"):
+            return "DDTREE N=%s, graphed array tree builder" % _n(run)
         return "DDTREE N=%s" % _n(run)
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 

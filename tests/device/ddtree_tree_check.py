@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ddtree sets' device tree builder (ddtree_tree.py) on torch: equal to the reference, no host sync, its cost.
+"""The ddtree sets' device tree builders on torch: equal to the reference, no host sync, their cost.
 
-    ddtree_tree_check.py [--device cuda] [--set patchsets/ddtree-0.5.17] [--out tree-check.json]
+    ddtree_tree_check.py [--device cuda] [--set patchsets/ddtree-0.5.17] [--builders arrays,triton]
+                         [--out tree-check.json]
+
+Builders: ``arrays`` (ddtree_tree.build_tree_arrays, array operations) and ``triton`` (the set's
+ddtree_tree_kernel.build_tree_triton, one Triton program per request; on CPU tensors only under
+TRITON_INTERPRET=1, Triton's interpreter).
 
 1. equality: random batches (ties, zeros, -inf; depth 0-6, top-k 1-4, budgets past the capacity) built on
-   ``--device`` by build_tree_arrays equal ddtree_utils.build_tree request by request (nodes, order,
+   ``--device`` by each builder equal ddtree_utils.build_tree request by request (nodes, order,
    links, ancestor mask, positions), as tests/unit/patchsets/test_ddtree_tree.py checks on numpy;
-2. no host synchronisation: on CUDA the builder and full_mask run under
+2. no host synchronisation: on CUDA each builder and full_mask run under
    ``torch.cuda.set_sync_debug_mode("error")`` (any synchronising call raises);
 3. cost: the median of 50 builds (CUDA events) at the 27B geometry's block 16, top-k 8, budgets 16 and
-   32, batch 1 and 8, eager and captured in a CUDA graph.
+   32, batch 1 and 8, eager and captured in a CUDA graph, per builder.
 
-Needs torch (and numpy for nothing: the inputs are torch tensors). Exit status 0 when 1 and 2 pass.
+Needs torch (and numpy for nothing: the inputs are torch tensors). Exit status 0 when 1 and 2 pass for
+every builder.
 """
 
 from __future__ import annotations
@@ -128,6 +134,7 @@ def no_sync(dt, device):
 
 
 def cost(dt, device, reps=50):
+    """Median / p90 ms of dt.build_tree_arrays, launched eagerly and replayed from a CUDA graph."""
     rows = []
     if device != "cuda":
         return rows
@@ -165,34 +172,62 @@ def cost(dt, device, reps=50):
     return rows
 
 
+class _Triton:
+    """The Triton builder behind build_tree_arrays' name, with the array module's full_mask."""
+
+    def __init__(self, kernel, arrays):
+        self.build_tree_arrays = kernel.build_tree_triton
+        self.full_mask = arrays.full_mask
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--set", default="patchsets/ddtree-0.5.17")
+    p.add_argument("--builders", default="arrays,triton")
     p.add_argument("--groups", type=int, default=200, help="random batches of 8 requests")
     p.add_argument("--out", default="-")
     args = p.parse_args(argv)
     files = REPO / args.set / "files/sglang/srt/speculative"
     du = _load(files / "ddtree_utils.py", "ddtree_utils_check")
     dt = _load(files / "ddtree_tree.py", "ddtree_tree_check")
+    builders = [b.strip() for b in args.builders.split(",") if b.strip()]
+    if not builders or set(builders) - {"arrays", "triton"}:
+        p.error("--builders: arrays and / or triton (got %r)" % args.builders)
     t0 = time.monotonic()
     result = {
         "set": args.set,
         "device": args.device,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-        "equality": equality(dt, du, args.device, args.groups),
-        "no_sync": no_sync(dt, args.device),
-        "cost": cost(dt, args.device),
+        "builders": {},
     }
+    for name in builders:
+        try:
+            impl = (
+                dt
+                if name == "arrays"
+                else _Triton(_load(files / "ddtree_tree_kernel.py", "ddtree_tree_kernel_check"), dt)
+            )
+            checks = {
+                "equality": equality(impl, du, args.device, args.groups),
+                "no_sync": no_sync(impl, args.device),
+                "cost": cost(impl, args.device),
+            }
+            checks["ok"] = checks["equality"]["mismatches"] == 0 and checks["no_sync"].get("ok", True)
+        except Exception as exc:  # recorded: a builder that cannot run fails the check
+            checks = {"ok": False, "error": repr(exc)[:2000]}
+        result["builders"][name] = checks
     result["wall_s"] = round(time.monotonic() - t0, 1)
-    result["ok"] = result["equality"]["mismatches"] == 0 and result["no_sync"].get("ok", True)
+    result["ok"] = all(b["ok"] for b in result["builders"].values())
     text = json.dumps(result, indent=1)
     if args.out == "-":
         print(text)
     else:
         pathlib.Path(args.out).write_text(text + "\n")
-        print(json.dumps({k: result[k] for k in ("ok", "equality", "no_sync", "wall_s")}))
+        print(json.dumps({"ok": result["ok"], "wall_s": result["wall_s"], "builders": {
+            k: {key: v.get(key) for key in ("ok", "equality", "no_sync", "error") if key in v}
+            for k, v in result["builders"].items()}}))  # fmt: skip
     return 0 if result["ok"] else 1
 
 

@@ -168,11 +168,12 @@ def test_a_refused_run_reports_the_planned_size_of_one_request_slot_not_zero():
     assert rep.summarize(skipped, card_free_gib=95.43)["modes"][0]["planned_snapshots_per_slot_gb"] == 9.176
 
 
-def test_an_e_run_is_the_same_budget_with_the_tree_builder_launched_eagerly(tmp_path):
+@pytest.mark.parametrize(("run", "builder"), [("ddtree16e", "eager"), ("ddtree16g", "graph")])
+def test_a_suffixed_run_is_the_same_budget_with_the_array_tree_builder(tmp_path, run, builder):
     (tmp_path / "config.json").write_text(json.dumps(btm.real_27b_configs()[2]))
     plain, plain_env = dc.server_flags("/t", tmp_path, "ddtree16", [1, 8])
-    eager, eager_env = dc.server_flags("/t", tmp_path, "ddtree16e", [1, 8])
-    assert dc.valid_run("ddtree16e") and not dc.valid_run("ddtree16x") and not dc.valid_run("ddtree16g")
-    assert eager == plain and dc.budget_of("ddtree16e") == 16
-    assert plain_env == {"SGLANG_DDTREE_BUDGET": "16"}
-    assert eager_env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_GRAPH": "0"}
+    flags, env = dc.server_flags("/t", tmp_path, run, [1, 8])
+    assert dc.valid_run(run) and not dc.valid_run("ddtree16x") and not dc.valid_run("ddtree16ge")
+    assert flags == plain and dc.budget_of(run) == 16 and rep.label(run).endswith("array tree builder")
+    assert plain_env == {"SGLANG_DDTREE_BUDGET": "16"} and rep.label("ddtree16") == "DDTREE N=16"
+    assert env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_BUILDER": builder}

@@ -7,8 +7,9 @@ instead of verifying the linear chain:
 1. per block position 1..B-1, the draft's top-k tokens and log-probabilities (draft hidden states
    through the target's lm_head, as DFLASH's argmax does);
 2. per request a tree of N nodes (top-1 chain seeded, then best-first), built on the device for the
-   whole batch by ddtree_tree.build_tree_arrays (array operations, static shapes, no host sync; the
-   same trees as the reference ddtree_utils.build_tree, tested node for node in CI);
+   whole batch with no host sync: by one Triton program per request (ddtree_tree_kernel, the default)
+   or by ddtree_tree.build_tree_arrays (array operations, static shapes); both the same trees as the
+   reference ddtree_utils.build_tree (the array builder tested node for node in CI, both on the device);
 3. one target forward over the N nodes in TARGET_VERIFY mode with a tree attention mask (FULL
    layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
    ancestor-or-self mask), positions = prefix + depth;
@@ -174,15 +175,28 @@ def build_tree_tensors(
     return out, trees
 
 
-# The trees are built from a CUDA graph captured per (batch, N, top-k, block) instead of launching the
-# builder's ~90 operations per round eagerly (1.70 against 14.0 ms at N=16, batch 1 on the H200:
-# tests/device/records/2026-12-05-h200-ddtree-cost-graphs). SGLANG_DDTREE_TREE_GRAPH=0 launches the
-# builder eagerly instead (the same trees: the device check compares both with the reference).
-ENV_TREE_GRAPH = "SGLANG_DDTREE_TREE_GRAPH"
+# Which builder makes each step's trees (SGLANG_DDTREE_TREE_BUILDER; all give the reference's trees, the
+# device check holds each to ddtree_utils.build_tree):
+# - triton (default): one Triton program per request (ddtree_tree_kernel.build_tree_triton), a handful of
+#   launches per step; a failed compile or launch falls back to "graph" for the server's life, said once;
+# - graph: ddtree_tree.build_tree_arrays (~35 launches a round, N - 1 rounds) replayed from a CUDA graph
+#   captured per (batch, N, top-k, block) (1.70 ms at N=16, batch 1 on the H200:
+#   tests/device/records/2026-12-05-h200-ddtree-cost-graphs);
+# - eager: build_tree_arrays launched op by op (14.0 ms there).
+ENV_TREE_BUILDER = "SGLANG_DDTREE_TREE_BUILDER"
+TREE_BUILDERS = ("triton", "graph", "eager")
+
+
+def tree_builder() -> str:
+    """SGLANG_DDTREE_TREE_BUILDER: triton (default), graph or eager; anything else is refused."""
+    value = os.environ.get(ENV_TREE_BUILDER, "").strip().lower() or TREE_BUILDERS[0]
+    if value not in TREE_BUILDERS:
+        raise ValueError(f"{ENV_TREE_BUILDER}={value!r}: use one of {', '.join(TREE_BUILDERS)}")
+    return value
 
 
 class _TreeGraph:
-    """The tree builder captured once for one (bs, N, top-k, block) and replayed on copied inputs.
+    """The array builder captured once for one (bs, N, top-k, block) and replayed on copied inputs.
 
     build_tree_arrays has static shapes for a given batch and N and reads no device value on the host,
     so its whole launch sequence can be captured; the inputs are copied into static buffers, the outputs
@@ -218,16 +232,10 @@ class _TreeGraph:
 
 
 _tree_graphs: dict = {}
+_triton_failed = False
 
 
-def tree_graph_enabled() -> bool:
-    """On unless SGLANG_DDTREE_TREE_GRAPH is 0 / false / no / off."""
-    return os.environ.get(ENV_TREE_GRAPH, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _build_arrays(roots, values, indices, prefix_lens, n: int):
-    if not (tree_graph_enabled() and values.is_cuda):
-        return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
+def _graph_arrays(roots, values, indices, prefix_lens, n: int):
     key = (tuple(values.shape), values.dtype, indices.dtype, prefix_lens.dtype, int(n), values.device)
     if key not in _tree_graphs:
         try:
@@ -242,6 +250,22 @@ def _build_arrays(roots, values, indices, prefix_lens, n: int):
     return graph.replay(roots, values, indices, prefix_lens)
 
 
+def _build_arrays(roots, values, indices, prefix_lens, n: int):
+    global _triton_failed
+    builder = tree_builder() if values.is_cuda else "eager"
+    if builder == "triton" and not _triton_failed:
+        try:
+            from sglang.srt.speculative.ddtree_tree_kernel import build_tree_triton
+
+            return build_tree_triton(roots, values, indices, n, prefix_lens=prefix_lens)
+        except Exception as exc:  # noqa: BLE001 - the array builder gives the same trees
+            _triton_failed = True
+            logger.warning("DDTREE: the Triton tree builder failed (%r); building from a CUDA graph instead", exc)
+    if builder == "eager":
+        return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
+    return _graph_arrays(roots, values, indices, prefix_lens, n)
+
+
 def build_tree_on_device(
     roots: torch.Tensor,
     values: torch.Tensor,
@@ -252,10 +276,10 @@ def build_tree_on_device(
 ):
     """The verify tensors of a batch's trees, built on the device with no host synchronisation.
 
-    ddtree_tree.build_tree_arrays gives, per request, exactly ddtree_utils.build_tree's tree (the CPU
-    equivalence test in the collection's CI); the FULL custom mask is laid out at mask_indptr into a
-    buffer sized from mask_prefix_bound, a host upper bound of sum(prefix_lens) (no device read). The
-    builder is replayed from a CUDA graph per batch shape (_TreeGraph) unless SGLANG_DDTREE_TREE_GRAPH=0.
+    Each builder gives, per request, exactly ddtree_utils.build_tree's tree (ddtree_tree's CPU
+    equivalence test in the collection's CI, both builders on the device in tests/device/ddtree_tree_check.py);
+    the FULL custom mask is laid out at mask_indptr into a buffer sized from mask_prefix_bound, a host upper
+    bound of sum(prefix_lens) (no device read). The builder: SGLANG_DDTREE_TREE_BUILDER (tree_builder).
     """
     bs = int(prefix_lens.shape[0])
     n = int(budget)
@@ -537,6 +561,8 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     config = ddtree_utils.resolve_ddtree_config(int(worker.block_size))
     worker._ddtree_steps = 0
     worker._ddtree_warned_eager = False
+    builder = tree_builder()  # a bad SGLANG_DDTREE_TREE_BUILDER stops the start, naming the values
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
+        logger.info("DDTREE: tree builder %s (%s)", builder, ENV_TREE_BUILDER)
     return config
