@@ -10,7 +10,7 @@ scratch_wh=/tmp/specdec-ddtree/bundle
 scratch_start=$SECONDS
 if [ ! -f "$site/sglang/__init__.py" ]; then
   mkdir -p "$scratch_wh" "$site"
-  tar -xJf .device/carry/gpu-bundle.tar.xz -C "$scratch_wh" || exit 3
+  tar -xJf "${SPECDEC_GPU_BUNDLE:-.device/carry/gpu-bundle.tar.xz}" -C "$scratch_wh" || exit 3
   "$py" -m pip install -q --no-deps --no-index --no-compile --target "$site" "$scratch_wh"/wheelhouse/*.whl \
     >"$out/pip.log" 2>&1 || { tail -20 "$out/pip.log"; exit 3; }
 fi
