@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-_BIG = 1 << 62  # above any push counter: an invalid frontier slot never wins a tie
+_BIG = tl.constexpr(1 << 62)  # above any push counter: an invalid frontier slot never wins a tie
 
 
 @triton.jit
@@ -68,17 +68,17 @@ def _tree_kernel(
 
     # 1) The top-1 chain at nodes 1..CHAIN, scores summed in the reference's order (0.0 + lp_1 + ...).
     running = tl.max(tl.where(offs == 0, node_score, neg_inf), axis=0)
-    for d in range(0, CHAIN):
-        running = running + tl.load(s_lp_ptr + base + d * K)
-        sel = offs == d + 1
-        node_tok = tl.where(sel, tl.load(s_tok_ptr + base + d * K), node_tok)
-        node_par = tl.where(sel, zero_i + d, node_par)
-        node_dep = tl.where(sel, zero_i + d + 1, node_dep)
-        node_rank = tl.where(sel, tl.load(s_rank_ptr + base + d * K), node_rank)
+    for level in range(0, CHAIN):
+        running = running + tl.load(s_lp_ptr + base + level * K)
+        sel = offs == level + 1
+        node_tok = tl.where(sel, tl.load(s_tok_ptr + base + level * K), node_tok)
+        node_par = tl.where(sel, zero_i + level, node_par)
+        node_dep = tl.where(sel, zero_i + level + 1, node_dep)
+        node_rank = tl.where(sel, tl.load(s_rank_ptr + base + level * K), node_rank)
         node_score = tl.where(sel, running, node_score)
 
     # 2) The frontier (N + 1 slots, slot N scratch): its first candidate is the root's best child.
-    has_depth = D > 0
+    has_depth = (zero_s + D) > 0  # a tensor even where the launcher specialises D
     first_lp = tl.load(s_lp_ptr + base, mask=has_depth, other=float("-inf"))
     f_valid = (offs == 0) & has_depth
     f_score = tl.where(f_valid, first_lp.to(tl.float64) + 0.0, neg_inf)
