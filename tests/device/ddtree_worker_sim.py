@@ -475,8 +475,11 @@ def load_set(set_dir, *, chain_commit=False):
     _module("sglang.srt.speculative").__path__ = []
     files = REPO / set_dir / "files" / "sglang" / "srt" / "speculative"
     du = _load("sglang.srt.speculative.ddtree_utils", files / "ddtree_utils.py")
-    # The verify step builds its trees on the device with the set's array builder (torch here).
+    # The verify step builds its trees on the device with the set's array builder (torch here), or with its
+    # Triton programs (ddtree_tree_kernel: on CUDA, or on a CPU under TRITON_INTERPRET=1) where the set has them.
     _load("sglang.srt.speculative.ddtree_tree", files / "ddtree_tree.py")
+    if (files / "ddtree_tree_kernel.py").is_file():
+        _load("sglang.srt.speculative.ddtree_tree_kernel", files / "ddtree_tree_kernel.py")
     _module("sglang.kernels.ops.speculative.cache_locs", assign_extend_cache_locs_func=assign_extend_cache_locs_func)
     _module("sglang.srt.model_executor.forward_batch_info", CaptureHiddenMode=SimpleNamespace(FULL="FULL"))
     _module("sglang.srt.speculative.dflash_info", DFlashVerifyInput=DFlashVerifyInput)

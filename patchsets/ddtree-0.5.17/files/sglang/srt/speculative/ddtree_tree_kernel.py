@@ -24,6 +24,9 @@ import triton
 import triton.language as tl
 
 _BIG = tl.constexpr(1 << 62)  # above any push counter: an invalid frontier slot never wins a tie
+# The widest tree one program holds in registers (its [P, P] link and mask tiles, P = 128); a larger
+# budget is refused here and built by the array builder.
+MAX_TRITON_BUDGET = 127
 
 
 @triton.jit
@@ -43,12 +46,14 @@ def _tree_kernel(
     first_out,
     sib_out,  # [bs, N]
     mask_out,  # [bs, N, N] uint8 (a bool tensor's bytes)
+    full_out,  # sglang's FULL custom mask, uint8, pre-filled True (read when HAS_FULL)
     N,
     D,
     K,
     CHAIN,
     ROUNDS,
     HAS_PREFIX: tl.constexpr,
+    HAS_FULL: tl.constexpr,
     P: tl.constexpr,  # a power of two > N: N nodes and the scratch slot N
 ):
     b = tl.program_id(0).to(tl.int64)
@@ -170,14 +175,30 @@ def _tree_kernel(
         anc = anc | (c == cur[:, None])
         cur = tl.sum(tl.where(cur[:, None] == c, up[None, :] + none * 0, none * 0), axis=1)
     tl.store(mask_out + row * N + r * N + c, anc.to(tl.uint8), mask=(r < N) & (c < N))
+    if HAS_FULL:
+        # ddtree_tree.full_mask's layout: request b's N rows x (prefix_b + N) columns start at
+        # sum over earlier requests of N * (prefix + N); its prefix columns stay True.
+        start = zero_s
+        for earlier in range(0, b):
+            start = start + (tl.load(prefix_ptr + earlier).to(tl.int64) + N) * N
+        pre = tl.load(prefix_ptr + b).to(tl.int64)
+        at = start + r * (pre + N) + pre + c
+        tl.store(full_out + at, anc.to(tl.uint8), mask=(r < N) & (c < N))
 
 
-def build_tree_triton(root_tokens, logprobs, tokens, budget: int, prefix_lens=None) -> Dict[str, Any]:
-    """ddtree_tree.build_tree_arrays' result from one Triton program per request (CUDA tensors)."""
+def build_tree_triton(root_tokens, logprobs, tokens, budget: int, prefix_lens=None, full_mask_size=None) -> Dict[str, Any]:
+    """ddtree_tree.build_tree_arrays' result from one Triton program per request (CUDA tensors).
+
+    With ``full_mask_size`` (a host bound, as ddtree_tree.full_mask takes; needs ``prefix_lens``) the
+    same program also lays the ancestor mask out as sglang's FULL custom mask: ``out["full_mask"]``,
+    equal to ``ddtree_tree.full_mask(out["ancestor_mask"], prefix_lens, full_mask_size)``.
+    """
     bs, depth, k = (int(x) for x in logprobs.shape)
     n = int(budget)
     if n < 1:
         raise ValueError("budget must be >= 1")
+    if n > MAX_TRITON_BUDGET:
+        raise ValueError(f"the Triton tree builder holds at most {MAX_TRITON_BUDGET} nodes, got {n}")
     if k < 1 and depth > 0:
         raise ValueError("the draft top-k must hold at least one token per position")
     device = logprobs.device
@@ -197,6 +218,11 @@ def build_tree_triton(root_tokens, logprobs, tokens, budget: int, prefix_lens=No
     mask = torch.empty((bs, n, n), dtype=torch.bool, device=device)
     positions = torch.empty((bs, n), dtype=i64, device=device) if prefix_lens is not None else out["depths"]
     prefix = prefix_lens.to(i64).reshape(bs).contiguous() if prefix_lens is not None else out["num_nodes"]
+    full = None
+    if full_mask_size is not None:
+        if prefix_lens is None:
+            raise ValueError("the FULL mask needs prefix_lens")
+        full = torch.ones((int(full_mask_size),), dtype=torch.bool, device=device)
     chain_len = min(depth, n - 1)
     width = triton.next_power_of_2(n + 1)
     _tree_kernel[(bs,)](
@@ -215,12 +241,14 @@ def build_tree_triton(root_tokens, logprobs, tokens, budget: int, prefix_lens=No
         links["first_child"],
         links["next_sibling"],
         mask.view(torch.uint8),
+        full.view(torch.uint8) if full is not None else mask.view(torch.uint8),
         n,
         depth,
         k,
         chain_len,
         n - 1 if depth > 0 else 0,
         HAS_PREFIX=prefix_lens is not None,
+        HAS_FULL=full is not None,
         P=width,
         num_warps=4 if width <= 32 else 8,
     )
@@ -229,4 +257,116 @@ def build_tree_triton(root_tokens, logprobs, tokens, budget: int, prefix_lens=No
     out["chain"] = torch.arange(chain_len + 1, dtype=i64, device=device).view(1, chain_len + 1).expand(bs, -1)
     if prefix_lens is not None:
         out["positions"] = positions
+    if full is not None:
+        out["full_mask"] = full
+    return out
+
+
+@triton.jit
+def _commit_kernel(
+    accept_ptr,  # [bs, B] int32: global node ids (b * N + i) of the accepted path, root first, -1 past it
+    drafts_ptr,  # [bs] int32: accepted drafts
+    predicts_ptr,  # [bs * N] int32: the target's token per node
+    loc_ptr,  # [bs * N] int64: the verify's KV slots
+    prefix_ptr,  # [bs]: committed lengths before the step
+    commit_out,  # [bs] int32
+    tokens_out,  # [bs, B] int64
+    bonus_out,  # [bs] int64
+    accg_out,  # [bs, B] int64
+    src_out,  # [bs, B - 1] int64
+    tgt_out,  # [bs, B - 1] int64
+    lens_out,  # [bs], prefix's dtype
+    nodes_out,  # [bs] int64
+    track_out,  # [bs] int64 (written when INTERVAL > 0)
+    B,
+    N,
+    INTERVAL,
+    BP: tl.constexpr,  # a power of two >= B
+):
+    b = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BP)
+    in_b = cols < B
+    drafts = tl.load(drafts_ptr + b).to(tl.int64)
+    commit = drafts + 1
+    acc = tl.load(accept_ptr + b * B + cols, mask=in_b, other=-1).to(tl.int64)
+    live = in_b & (cols < commit)
+    accg = tl.where(live, acc, 0)
+    tok = tl.where(live, tl.load(predicts_ptr + accg, mask=live, other=0).to(tl.int64), 0)
+    tl.store(tokens_out + b * B + cols, tok, mask=in_b)
+    tl.store(accg_out + b * B + cols, accg, mask=in_b)
+    tl.store(bonus_out + b, tl.sum(tl.where(cols == commit - 1, tok, 0), axis=0))
+    tl.store(commit_out + b, commit.to(tl.int32))
+    pre = tl.load(prefix_ptr + b)
+    tl.store(lens_out + b, pre + commit.to(pre.dtype))
+    # The KV move: columns 1..B-1 of the verify's slots take the accepted nodes' slots.
+    moved = cols < B - 1
+    tgt = tl.load(loc_ptr + b * N + cols + 1, mask=moved, other=0)
+    acc_next = tl.load(accept_ptr + b * B + cols + 1, mask=moved, other=-1).to(tl.int64)
+    live_next = moved & (cols + 1 < commit)
+    src = tl.where(live_next, tl.load(loc_ptr + tl.where(live_next, acc_next, 0), mask=live_next, other=0), tgt)
+    tl.store(tgt_out + b * (B - 1) + cols, tgt, mask=moved)
+    tl.store(src_out + b * (B - 1) + cols, src, mask=moved)
+    # The recurrent state's commit node (ddtree_tree.commit_arrays) and the prefix cache's tracked node.
+    offset = b * N
+    tl.store(nodes_out + b, tl.sum(tl.where(cols == drafts, acc, 0), axis=0) - offset)
+    if INTERVAL > 0:
+        pre64 = pre.to(tl.int64)
+        post = pre64 + commit
+        ith = post // INTERVAL * INTERVAL - pre64 - 1
+        ith = tl.where(ith > 0, ith, 0)
+        crossed = ((pre64 // INTERVAL) != (post // INTERVAL)) & (ith < commit)
+        node = tl.sum(tl.where(cols == tl.minimum(ith, B - 1), acc, 0), axis=0) - offset
+        tl.store(track_out + b, tl.where(crossed, node, -1))
+
+
+def commit_triton(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
+    """The verify step's commit bookkeeping in one Triton program per request (CUDA tensors).
+
+    From verify_tree_greedy's / the tree sampling's outputs: ``commit_lens`` [bs] int32 (accepted drafts
+    + the bonus), ``out_tokens`` [bs, B] (the chain layout, zeros past the commit), ``bonus`` [bs],
+    ``acc_global`` [bs, B] (global node ids, 0 past the commit: the hidden-state rows to keep),
+    ``move_src`` / ``move_tgt`` [bs, B - 1] (the KV move to contiguous slots), ``new_seq_lens`` [bs]
+    and ``nodes`` / ``track`` [bs] (ddtree_tree.commit_arrays' choices; ``track`` only with ``interval``).
+    The same values as ddtree_worker's eager path (commit_eager), held to it on random inputs.
+    """
+    bs, block = (int(x) for x in accept_index.shape)
+    n = int(budget)
+    if block < 2 or n < block:
+        raise ValueError(f"the commit needs a block of at least 2 and a budget >= the block, got B={block} N={n}")
+    device = accept_index.device
+    i64 = torch.int64
+    out = {
+        "commit_lens": torch.empty((bs,), dtype=torch.int32, device=device),
+        "out_tokens": torch.empty((bs, block), dtype=i64, device=device),
+        "bonus": torch.empty((bs,), dtype=i64, device=device),
+        "acc_global": torch.empty((bs, block), dtype=i64, device=device),
+        "move_src": torch.empty((bs, block - 1), dtype=i64, device=device),
+        "move_tgt": torch.empty((bs, block - 1), dtype=i64, device=device),
+        "new_seq_lens": torch.empty((bs,), dtype=prefix_lens.dtype, device=device),
+        "nodes": torch.empty((bs,), dtype=i64, device=device),
+    }
+    track = torch.empty((bs,), dtype=i64, device=device) if interval > 0 else out["nodes"]
+    _commit_kernel[(bs,)](
+        accept_index.contiguous(),
+        accept_drafts.contiguous(),
+        predicts.contiguous(),
+        verify_loc.to(i64).contiguous(),
+        prefix_lens.contiguous(),
+        out["commit_lens"],
+        out["out_tokens"],
+        out["bonus"],
+        out["acc_global"],
+        out["move_src"],
+        out["move_tgt"],
+        out["new_seq_lens"],
+        out["nodes"],
+        track,
+        block,
+        n,
+        int(interval),
+        BP=triton.next_power_of_2(block),
+        num_warps=1,
+    )
+    if interval > 0:
+        out["track"] = track
     return out

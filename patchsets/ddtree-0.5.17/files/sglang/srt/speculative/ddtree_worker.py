@@ -250,20 +250,28 @@ def _graph_arrays(roots, values, indices, prefix_lens, n: int):
     return graph.replay(roots, values, indices, prefix_lens)
 
 
-def _build_arrays(roots, values, indices, prefix_lens, n: int):
+def _kernels_run_on(tensor) -> bool:
+    """CUDA tensors; CPU tensors too under TRITON_INTERPRET=1 (Triton's interpreter: the CPU checks)."""
+    return tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _build_arrays(roots, values, indices, prefix_lens, n: int, mask_size: int):
+    """The tree arrays and sglang's FULL mask (``full_mask``) from the configured builder."""
     global _triton_failed
-    builder = tree_builder() if values.is_cuda else "eager"
+    builder = tree_builder() if _kernels_run_on(values) else "eager"
     if builder == "triton" and not _triton_failed:
         try:
             from sglang.srt.speculative.ddtree_tree_kernel import build_tree_triton
 
-            return build_tree_triton(roots, values, indices, n, prefix_lens=prefix_lens)
+            return build_tree_triton(roots, values, indices, n, prefix_lens=prefix_lens, full_mask_size=mask_size)
         except Exception as exc:  # noqa: BLE001 - the array builder gives the same trees
             _triton_failed = True
             logger.warning("DDTREE: the Triton tree builder failed (%r); building from a CUDA graph instead", exc)
-    if builder == "eager":
-        return ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
-    return _graph_arrays(roots, values, indices, prefix_lens, n)
+    if builder == "eager" or not values.is_cuda:
+        arrays = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
+    else:
+        arrays = _graph_arrays(roots, values, indices, prefix_lens, n)
+    return dict(arrays, full_mask=ddtree_tree.full_mask(arrays["ancestor_mask"], prefix_lens, mask_size))
 
 
 def build_tree_on_device(
@@ -283,8 +291,7 @@ def build_tree_on_device(
     """
     bs = int(prefix_lens.shape[0])
     n = int(budget)
-    arrays = _build_arrays(roots.view(bs), values, indices, prefix_lens.view(bs), n)
-    mask = ddtree_tree.full_mask(arrays["ancestor_mask"], prefix_lens.view(bs), n * (int(mask_prefix_bound) + bs * n))
+    arrays = _build_arrays(roots.view(bs), values, indices, prefix_lens.view(bs), n, n * (int(mask_prefix_bound) + bs * n))
     return {
         "tokens": arrays["tokens"],
         "positions": arrays["positions"].reshape(-1),
@@ -292,7 +299,7 @@ def build_tree_on_device(
         "retrieve_index": torch.arange(bs * n, dtype=torch.int64, device=values.device).view(bs, n),
         "retrieve_next_token": arrays["first_child"],
         "retrieve_next_sibling": arrays["next_sibling"],
-        "custom_mask": mask,
+        "custom_mask": arrays["full_mask"],
     }
 
 
@@ -432,33 +439,28 @@ def ddtree_verify_step(
             retrieve_next_sibling=tree["retrieve_next_sibling"],
             target_predict=target_predict,
         )
-    commit_lens = accept_drafts.to(torch.int32) + 1  # accepted drafts + the bonus token
-    cols = torch.arange(block, device=device).view(1, block)
-    live = cols < commit_lens.view(bs, 1)
-    acc_global = torch.where(live, accept_index.to(torch.int64), torch.zeros_like(cols))
-    out_tokens = torch.where(live, predicts.to(torch.int64)[acc_global], torch.zeros_like(cols))
-    bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
+    # --- 3b) The commit's bookkeeping (chain layout, bonus, KV move, lengths, recurrent-state nodes).
+    interval = 0
+    if worker._need_mamba_verify_commit and batch.mamba_track_indices is not None:
+        from sglang.srt.runtime_context import get_exec
 
-    # --- 3b) Hybrid targets: commit the recurrent state of each request's last accepted node.
+        interval = int(get_exec().mamba.mamba_track_interval)
+    commit = commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+    commit_lens, out_tokens, bonus = commit["commit_lens"], commit["out_tokens"], commit["bonus"]
+
+    # Hybrid targets: commit the recurrent state of each request's last accepted node.
     if worker._need_mamba_verify_commit:
-        commit_hybrid_state(
-            worker, batch=batch, accept_index=accept_index, accept_drafts=accept_drafts, prefixes=prefix_lens, budget=n
-        )
+        commit_hybrid_state(worker, batch=batch, nodes=commit["nodes"], track=commit.get("track"), bs=bs)
 
     # --- 4) Commit the accepted path into contiguous target KV slots prefix..prefix+a.
     # One move of every request's columns 1..B-1 (request-major, columns ascending). The node
     # accepted at depth j sits at tree index a_j >= j, so no source slot is the target of an
     # earlier pair: the move is correct both when the kernel copies all pairs at once and when
     # the pool splits a long list into chunks done one after another.
-    # The copy kernel reads the location arrays as contiguous memory; a column view such as
-    # verify_loc_2d[:, j] would be read as its neighbours in row 0 (wrong slots when bs > 1).
     kv_pool = worker.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
-    if block > 1:
-        tgt = verify_loc_2d[:, 1:block].contiguous()
-        src = torch.where(live[:, 1:], verify_loc[acc_global[:, 1:]], tgt)
-        kv_pool.move_kv_cache(tgt.reshape(-1), src.reshape(-1).contiguous())
+    kv_pool.move_kv_cache(commit["move_tgt"].reshape(-1), commit["move_src"].reshape(-1))
 
-    new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
+    new_seq_lens = commit["new_seq_lens"]
     if on_publish is not None:
         on_publish(new_seq_lens)
 
@@ -466,7 +468,7 @@ def ddtree_verify_step(
     hidden = logits_output.hidden_states
     if hidden is None:
         raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
-    compact_hidden = hidden[acc_global.reshape(-1)]
+    compact_hidden = hidden[commit["acc_global"].reshape(-1)]
     chain_loc_2d = verify_loc_2d[:, :block].contiguous()
     worker._append_target_hidden_to_draft_kv_by_loc(
         target_hidden=compact_hidden,
@@ -526,32 +528,78 @@ def check_ddtree_target(worker) -> None:
     worker._ddtree_target_checked = True
 
 
-def commit_hybrid_state(worker, *, batch, accept_index, accept_drafts, prefixes, budget):
+def commit_hybrid_state(worker, *, batch, nodes, track, bs):
     """Commit each request's recurrent state from the snapshot of its last accepted tree node.
 
     The verify forward kept one ssm state and conv window per node (intermediate_ssm /
     intermediate_conv_window, each node continuing from its parent); the backend's commit copies the
-    snapshot at the given step into the request's state. The node choices are array operations on the
-    device (ddtree_tree.commit_arrays), no host read (prefixes: [bs] device tensor of committed lengths).
+    snapshot at the given step into the request's state. ``nodes`` / ``track`` come from commit_tensors
+    (ddtree_tree.commit_arrays' choices, on the device: no host read).
     """
-    from sglang.srt.runtime_context import get_exec
-
-    bs = int(accept_drafts.shape[0])
-    interval = 0
-    if batch.mamba_track_indices is not None:
-        interval = int(get_exec().mamba.mamba_track_interval)
-    # On the device (no host read): ddtree_utils.commit_nodes / track_nodes as array ops.
-    chosen = ddtree_tree.commit_arrays(accept_index, accept_drafts, budget, prefix_lens=prefixes, interval=interval)
-    nodes = chosen["nodes"]
-    steps_to_track = chosen.get("track")
     model_runner = worker.target_worker.model_runner
     model_runner.attn_backend.update_mamba_state_after_mtp_verify(
         last_correct_step_indices=nodes,
         mamba_track_indices=batch.mamba_track_indices,
-        mamba_steps_to_track=steps_to_track,
+        mamba_steps_to_track=track,
         model=model_runner.model,
         req_pool_indices=batch.req_pool_indices[:bs],
     )
+
+
+def commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
+    """The commit's bookkeeping as torch operations (ddtree_tree_kernel.commit_triton's reference).
+
+    accept_index [bs, B] (global node ids, -1 past the accepted), accept_drafts [bs], predicts [bs * N],
+    verify_loc [bs * N], prefix_lens [bs]. The KV move pairs cover every request's columns 1..B-1; the
+    copy kernel reads the location arrays as contiguous memory (a column view such as verify_loc_2d[:, j]
+    would be read as its neighbours in row 0), hence the contiguous copies.
+    """
+    bs, block = (int(x) for x in accept_index.shape)
+    device = accept_index.device
+    commit_lens = accept_drafts.to(torch.int32) + 1  # accepted drafts + the bonus token
+    cols = torch.arange(block, device=device).view(1, block)
+    live = cols < commit_lens.view(bs, 1)
+    acc_global = torch.where(live, accept_index.to(torch.int64), torch.zeros_like(cols))
+    out_tokens = torch.where(live, predicts.to(torch.int64)[acc_global], torch.zeros_like(cols))
+    bonus = out_tokens.gather(1, (commit_lens - 1).to(torch.int64).view(bs, 1)).view(bs)
+    verify_loc_2d = verify_loc.view(bs, int(budget))
+    tgt = verify_loc_2d[:, 1:block].contiguous()
+    src = torch.where(live[:, 1:], verify_loc[acc_global[:, 1:]], tgt)
+    chosen = ddtree_tree.commit_arrays(accept_index, accept_drafts, budget, prefix_lens=prefixes_or_none(prefix_lens, interval), interval=interval)
+    out = {
+        "commit_lens": commit_lens,
+        "out_tokens": out_tokens,
+        "bonus": bonus,
+        "acc_global": acc_global,
+        "move_src": src.contiguous(),
+        "move_tgt": tgt,
+        "new_seq_lens": prefix_lens + commit_lens.to(prefix_lens.dtype),
+        "nodes": chosen["nodes"],
+    }
+    if "track" in chosen:
+        out["track"] = chosen["track"]
+    return out
+
+
+def prefixes_or_none(prefix_lens, interval: int):
+    return prefix_lens if interval > 0 else None
+
+
+def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
+    """commit_eager's values, from one Triton program per request where the tree builder is Triton's."""
+    global _triton_commit_failed
+    if _kernels_run_on(accept_index) and tree_builder() == "triton" and not _triton_commit_failed:
+        try:
+            from sglang.srt.speculative.ddtree_tree_kernel import commit_triton
+
+            return commit_triton(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
+        except Exception as exc:  # noqa: BLE001 - the torch path gives the same values
+            _triton_commit_failed = True
+            logger.warning("DDTREE: the Triton commit failed (%r); committing with torch operations instead", exc)
+    return commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
+
+
+_triton_commit_failed = False
 
 
 def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
