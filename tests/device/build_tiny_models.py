@@ -488,9 +488,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--arch", choices=("dense", "hybrid"), default="dense")
     parser.add_argument("--with-27b", action="store_true", help="hybrid: also OUT/27b-* config-only dirs")
+    parser.add_argument("--block", type=int, default=HY_BLOCK_SIZE, help="hybrid: the draft's block size B")
     args = parser.parse_args()
     if args.arch == "hybrid":
-        made = build_hybrid_pair(args.outdir, seed=args.seed)
+        made = build_hybrid_pair(args.outdir, seed=args.seed, block_size=args.block)
         if args.with_27b:
             made.update({"27b-" + k: v for k, v in write_27b_dirs(args.outdir, made["target"]).items()})
         print(json.dumps(made))
