@@ -71,6 +71,16 @@ def log(msg):
     print("[ddtree-cost] %s" % msg, flush=True)
 
 
+def vocab_of(target):
+    """The target's vocabulary size (a conditional model's text_config): prompt ids are drawn below it."""
+    cfg = json.loads((pathlib.Path(target) / "config.json").read_text())
+    return int((cfg.get("text_config") or cfg)["vocab_size"])
+
+
+def random_prompt(rng, vocab):
+    return [rng.randrange(10, vocab) for _ in range(PROMPT_LEN)]
+
+
 def block_of(draft):
     cfg = json.loads((pathlib.Path(draft) / "config.json").read_text())
     return int((cfg.get("dflash_config") or {}).get("block_size") or cfg["block_size"])
@@ -183,7 +193,7 @@ def generate(server, prompts, tokens):
 
 
 def measure_batch(server, batch, args, rng):
-    prompts = [[rng.randrange(10, 240000) for _ in range(PROMPT_LEN)] for _ in range(batch)]
+    prompts = [random_prompt(rng, vocab_of(args.target)) for _ in range(batch)]
     offset = server.log_path.stat().st_size
     client = generate(server, prompts, args.tokens)
     time.sleep(0.5)  # the last decode line
@@ -205,7 +215,7 @@ def measure(args, run, index, out):
     try:
         res["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
         rng = random.Random(1202)
-        generate(server, [[rng.randrange(10, 240000) for _ in range(PROMPT_LEN)]], 8)  # first-use compiles
+        generate(server, [random_prompt(rng, vocab_of(args.target))], 8)  # first-use compiles
         res["rows"] = [measure_batch(server, b, args, rng) for b in args.batches]
     except Exception as exc:
         res["error"] = str(exc)

@@ -8,6 +8,7 @@ against the planner, and the envelopes the planner replay reads.
 
 import json
 import pathlib
+import random
 import sys
 
 import pytest
@@ -177,3 +178,14 @@ def test_a_suffixed_run_is_the_same_budget_with_the_array_tree_builder(tmp_path,
     assert flags == plain and dc.budget_of(run) == 16 and rep.label(run).endswith("array tree builder")
     assert plain_env == {"SGLANG_DDTREE_BUDGET": "16"} and rep.label("ddtree16") == "DDTREE N=16"
     assert env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_BUILDER": builder}
+
+
+def test_prompts_stay_inside_the_targets_vocabulary(tmp_path):
+    # The tiny hybrid target's 4096 ids: a prompt id past them is an out-of-bounds embedding gather on the GPU
+    # (2026-12-05, the H100: DFLASH died with a device-side assert on ids drawn for the 27B's vocabulary).
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 4096}}))
+    assert dc.vocab_of(tmp_path) == 4096
+    rng = random.Random(0)
+    assert max(max(dc.random_prompt(rng, dc.vocab_of(tmp_path))) for _ in range(200)) < 4096
+    (tmp_path / "config.json").write_text(json.dumps(btm.real_27b_configs()[0]))
+    assert dc.vocab_of(tmp_path) == 248320
