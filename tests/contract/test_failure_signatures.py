@@ -1,7 +1,7 @@
 """Contract: the failure classifier keys on text that the real sglang 0.5.23 source prints."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
 
 # (file in the sglang 0.5.23 tree, literal as written in its source, class): the table keys on text
 # that sglang really prints, checked against the source so a wording change shows up here.

@@ -9,8 +9,8 @@ import pathlib
 import struct
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import cuda_fatbin
-from ansible_collections.specdec.sglang.plugins.module_utils.cuda_fatbin import (
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu import cuda_fatbin
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.cuda_fatbin import (
     FatbinError,
     describe,
     elf_sections,

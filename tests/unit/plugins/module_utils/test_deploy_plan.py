@@ -4,8 +4,12 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_coherence import conflicts, environment, requirer
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_coherence import (
+    conflicts,
+    environment,
+    requirer,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 KNOWN = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())

@@ -3,7 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.specdec.sglang.plugins.filter.disk_free_verdict import FilterModule
-from ansible_collections.specdec.sglang.plugins.module_utils.disk_space import disk_free_verdict
+from ansible_collections.specdec.sglang.plugins.module_utils._host.disk_space import disk_free_verdict
 
 GIB = 1024 * 1024  # KiB
 

@@ -4,8 +4,8 @@ import json
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import envelope_plan as ep
-from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, text_config
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import architecture_of, text_config
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 MODELS = REPO / "tests" / "unit" / "fixtures" / "models"

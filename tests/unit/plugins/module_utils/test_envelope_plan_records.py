@@ -8,7 +8,7 @@ import json
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import envelope_plan as ep
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 RECORDS = sorted((REPO / "tests" / "device" / "records").glob("*/envelopes.json"))

@@ -6,7 +6,7 @@ import sys
 import time
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import process_state, unit_state
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import process_state, unit_state
 
 RUNNING = {
     "Id": "sglang.service",

@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
 
 # (class, a log line as sglang 0.5.x / its dependencies print it)
 REAL_LINES = [

@@ -1,6 +1,6 @@
 """The Blackwell (12.0) failure classes: what killed the process decides, not the noise it survived."""
 
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
 
 TAIL = (
     "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be"

@@ -10,8 +10,8 @@ process, with the hint of that class; the memory classes are the ones the ladder
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
 from support.log_replay import Clock, DeadAfterOnePoll, Refused
 
 REPO = pathlib.Path(__file__).resolve().parents[4]

@@ -8,9 +8,9 @@ and must get the verdict the run got; the served logs must clean up and never cl
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
-from ansible_collections.specdec.sglang.plugins.module_utils import journal
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
 from support.log_replay import Clock, DeadAfterOnePoll, Refused
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "sglang-0.5.17-h200"

@@ -1,7 +1,7 @@
 """The plan of sglang_files: which entries are refused, and which are created, replaced or kept."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import file_set
+from ansible_collections.specdec.sglang.plugins.module_utils._release import file_set
 
 
 def entry(path, **fields):

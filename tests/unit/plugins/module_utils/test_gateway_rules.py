@@ -4,8 +4,8 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules
-from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import GATEWAY, check_inputs
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation_rules
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import GATEWAY, check_inputs
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 SPECS = {

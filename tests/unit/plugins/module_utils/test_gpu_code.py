@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_code import (
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_code import (
     check_gpu_code,
     default_attention,
     files_to_read,

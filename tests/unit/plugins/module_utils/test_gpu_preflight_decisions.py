@@ -25,7 +25,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.specdec.sglang.plugins.action.deploy_plan import load_known_runtimes
 from ansible_collections.specdec.sglang.plugins.action.sglang_envelope_plan import run_on_controller
 from ansible_collections.specdec.sglang.plugins.filter.service_replicas import envelope_gpus
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
 from ansible_collections.specdec.sglang.plugins.modules import sglang_gpu_code, sglang_host_facts
 from support.cuda_elf import SASS, shared_object
 from support.module_run import run_main, set_module_args

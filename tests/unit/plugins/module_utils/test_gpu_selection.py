@@ -3,8 +3,8 @@
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import id_kind, select_gpus, tp_divides
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import gather
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_selection import id_kind, select_gpus, tp_divides
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import gather
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 CONSTRUCTED = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"

@@ -2,7 +2,7 @@
 over a stale one (rebooted host, dead host process, too old, unreadable and old) and say why."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
 
 NOW = 10_000.0
 BOOT = "boot-a"

@@ -12,7 +12,9 @@ import pathlib
 import posixpath
 
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan, host_facts, release
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_facts
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 SMI = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"

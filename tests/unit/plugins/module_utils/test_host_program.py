@@ -13,15 +13,17 @@ import types
 import zipfile
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset_verify, venv_probe
-from ansible_collections.specdec.sglang.plugins.module_utils.host_program import HostProgramError, source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._host.host_program import HostProgramError, source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset_verify
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime import venv_probe
 
-UTILS = pathlib.Path(venv_probe.__file__).parent
+UTILS = pathlib.Path(venv_probe.__file__).parents[1]  # plugins/module_utils
 
 
 @pytest.mark.parametrize("module", [venv_probe, patchset_verify], ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_source_is_the_file_text(module):
-    assert source_of(module) == (UTILS / (module.__name__.rsplit(".", 1)[-1] + ".py")).read_text(encoding="utf-8")
+    package, name = module.__name__.rsplit(".", 2)[-2:]
+    assert source_of(module) == (UTILS / package / (name + ".py")).read_text(encoding="utf-8")
 
 
 def test_source_comes_back_from_a_zip_payload(tmp_path, monkeypatch):

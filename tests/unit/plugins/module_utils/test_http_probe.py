@@ -7,7 +7,7 @@ import time
 import urllib.error
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import http_probe
 
 GOOD_NATIVE = {
     "text": " Hello there",

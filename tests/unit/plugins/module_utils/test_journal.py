@@ -1,6 +1,6 @@
 """Journal reading of one start, traceback extraction, and byte bounding that never cuts the traceback."""
 
-from ansible_collections.specdec.sglang.plugins.module_utils import journal
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal
 
 NOT_ENOUGH_MEMORY = """\
 [2026-05-09 07:35:20 TP0] Load weight end. elapsed=0.05 s, type=Qwen3ForCausalLM, avail mem=88.21 GB

@@ -3,7 +3,7 @@
 import json
 
 from ansible_collections.specdec.sglang.plugins.filter.journal_last_starts import FilterModule
-from ansible_collections.specdec.sglang.plugins.module_utils import journal
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal
 
 STARTING = journal.UNIT_STARTING_MESSAGE_ID
 T0 = 1_764_900_000_000_000  # us

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 KNOWN = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())

@@ -1,7 +1,7 @@
 """architecture_of: one answer to "dense or hybrid" from a config.json."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.model_config import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import (
     architecture_of,
     architecture_reasons,
 )

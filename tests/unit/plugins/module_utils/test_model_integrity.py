@@ -5,7 +5,7 @@ import json
 import struct
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import model_integrity as mi
+from ansible_collections.specdec.sglang.plugins.module_utils._host import model_integrity as mi
 
 
 class MemFiles:

@@ -3,8 +3,8 @@
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import nvidia_smi
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu import nvidia_smi
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import (
     NvidiaSmiParseError,
     assess_health,
     cuda_covers,

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 SET_DIR = REPO / "patchsets" / "ddtree-spec-info"

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset_verify as pv
-from ansible_collections.specdec.sglang.plugins.module_utils.host_program import source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._host.host_program import source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset_verify as pv
 
 MODULE = """
 class Algo:

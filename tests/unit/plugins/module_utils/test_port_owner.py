@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import port_owner
+from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 

@@ -2,7 +2,7 @@
 
 import os
 
-from ansible_collections.specdec.sglang.plugins.module_utils import process_state
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import process_state
 
 
 def fake_proc(root, pid, state="S", start="123456", comm="python3 (sglang)"):

@@ -11,11 +11,15 @@ import socket
 import urllib.error
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
-from ansible_collections.specdec.sglang.plugins.module_utils import readiness as readiness_mod
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import WARMING_POLL_S, Params, Readiness
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher, WatchState
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import http_probe
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import readiness as readiness_mod
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import ProcessWatcher
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import (
+    WARMING_POLL_S,
+    Params,
+    Readiness,
+)
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import UnitWatcher, WatchState
 
 HANG = object()
 REFUSED = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))

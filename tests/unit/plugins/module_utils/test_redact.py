@@ -2,7 +2,7 @@
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils.redact import (
+from ansible_collections.specdec.sglang.plugins.module_utils._host.redact import (
     REDACTED,
     RedactError,
     is_secret,

@@ -4,8 +4,8 @@ import pathlib
 import zipfile
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_coherence import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_coherence import (
     read_reference_venv,
     reference_venv_conflicts,
 )

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import release
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
 ENVELOPES = {
     "full": {"mem_fraction_static": 0.88, "context_length": 131072},

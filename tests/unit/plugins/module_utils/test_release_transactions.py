@@ -2,7 +2,7 @@
 crashes since the record, a failed record, the readiness job left by an interrupted run."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import release
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
 ROOT = "/opt/sglang"
 ENV = {"HOME": "/var/lib/sglang", "CUDA_VISIBLE_DEVICES": "GPU-1", "INVOCATION_ID": "inv-a", "JOURNAL_STREAM": "8:1"}

@@ -4,8 +4,8 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation_rules
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan import (
     envelope_gpus,
     gateway_workers,
     host_report,

@@ -1,7 +1,7 @@
 """requirements: the one parser of Requires-Dist lines, PEP 440 versions and PEP 508 markers."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.requirements import (
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.requirements import (
     LINUX_X86_64,
     RequirementError,
     active_requirements,

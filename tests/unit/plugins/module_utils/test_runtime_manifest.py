@@ -4,7 +4,7 @@ import copy
 import pathlib
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import (
     check_controller_inputs,
     compare,
     expected_version,
@@ -177,7 +177,7 @@ def test_wheel_filename_info_and_name_normalisation():
 def test_group_vars_manifests_validate():
     """The GPU-host manifest and the lab manifest in inventory/ are valid data."""
     yaml = pytest.importorskip("yaml")
-    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: PLC0415
 
     known = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
     version = yaml.safe_load((REPO / "roles/sglang_runtime/defaults/main.yml").read_text())[

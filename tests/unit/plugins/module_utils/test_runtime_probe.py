@@ -7,8 +7,8 @@ import zipfile
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import compare
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import compare
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_probe import (
     ProbeError,
     classify_cuda_check,
     classify_import_error,

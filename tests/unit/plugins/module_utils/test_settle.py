@@ -4,8 +4,8 @@ Driven by the fake clock, unit states and sglang of test_readiness.py.
 """
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import settle
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import settle
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import WatchState
 from test_readiness import HANG, generated, healthy_server, make
 
 SCHEDULER_DEATH_LOG = (

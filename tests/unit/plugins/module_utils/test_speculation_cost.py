@@ -1,4 +1,4 @@
-"""module_utils.speculation_cost: the deploy's "does speculation pay" verdict from the recorded cost table.
+"""module_utils._plan.speculation_cost: the deploy's "does speculation pay" verdict from the recorded cost table.
 
 The shipped table (roles/sglang_service/files/speculation-cost.json) must be exactly what
 scripts/make-speculation-cost makes from the step-cost record, and every number the verdict uses comes
@@ -14,7 +14,7 @@ import sys
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.specdec.sglang.plugins.filter.speculation_verdict import FilterModule
-from ansible_collections.specdec.sglang.plugins.module_utils import speculation_cost as sc
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import speculation_cost as sc
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 TABLE_FILE = REPO / "roles/sglang_service/files/speculation-cost.json"

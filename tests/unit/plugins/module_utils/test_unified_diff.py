@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import unified_diff as ud
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import unified_diff as ud
 
 BASE = b"".join(b"line %d\n" % i for i in range(1, 21))
 

@@ -1,7 +1,7 @@
 """systemctl show parsing and the unit watcher's dead / restarted / alive decisions."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import unit_state
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import unit_state
 
 RUNNING = {
     "Id": "sglang.service",

@@ -3,7 +3,7 @@
 """uv_tool: uv at a pinned version in its tool venv (the sglang_uv module's steps), without a host."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import uv_tool
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime import uv_tool
 
 TOOL = "/opt/sglang/tools/uv-0.9.5"
 UV = TOOL + "/bin/uv"

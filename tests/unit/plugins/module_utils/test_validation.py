@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation import (
     SpecError,
     check,
     check_all,

@@ -1,7 +1,7 @@
 """Envelope validation: each error names the envelope, the field and the one rule that failed (issue 23.5)."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation import (
     ENVELOPE_FIELDS,
     check,
     check_all,

@@ -17,8 +17,8 @@ import jinja2
 import jinja2.nativetypes
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan, validation_rules
-from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import check_inputs
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan, validation_rules
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import check_inputs
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 KNOWN = yaml.safe_load((REPO / validation_rules.KNOWN_RUNTIMES_FILE).read_text())

@@ -6,7 +6,7 @@ import time
 import urllib.error
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import watchdog
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import watchdog
 from prometheus_client.parser import text_string_to_metric_families
 
 RUNNING = "ActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=0\nInvocationID=abc\nResult=success\n"

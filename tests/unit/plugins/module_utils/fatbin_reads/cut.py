@@ -7,7 +7,7 @@
 
 WHEEL: sglang-kernel 0.4.5's manylinux wheel (scripts/gpu-bundle puts it under
 .device/gpu-bundle/download/; ``pip download --no-deps sglang-kernel==0.4.5`` fetches the same file).
-For each library of LIBRARIES the reader (plugins/module_utils/cuda_fatbin.py) runs over the real file
+For each library of LIBRARIES the reader (plugins/module_utils/_gpu/cuda_fatbin.py) runs over the real file
 through a stream that records every read; what is written, ``<library>.reads.json.gz``, holds those
 reads (offset and bytes, adjacent ones merged), the file's size and sha256, the wheel's name and
 sha256, and the reader's answer. test_cuda_fatbin.py replays the reads and fails on any read outside
@@ -33,7 +33,7 @@ import zipfile
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[4]
 # The reader itself, by path: the same file whatever collection path is installed (stdlib only).
-_spec = importlib.util.spec_from_file_location("cuda_fatbin", REPO / "plugins/module_utils/cuda_fatbin.py")
+_spec = importlib.util.spec_from_file_location("cuda_fatbin", REPO / "plugins/module_utils/_gpu/cuda_fatbin.py")
 cuda_fatbin = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cuda_fatbin)
 

@@ -18,7 +18,7 @@ textfile metrics atomically, with the failures counted per cause class (``sglang
 
 Run by the timer's service, or by hand (the role installs ``/usr/local/bin/<unit>-watch``):
 
-    PYTHONPATH=<lib> python3 -m ansible_collections.specdec.sglang.plugins.module_utils.watchdog \
+    PYTHONPATH=<lib> python3 -m ansible_collections.specdec.sglang.plugins.module_utils._readiness.watchdog \
         --config /etc/sglang/sglang-watch.json [--action report|restart]
 
 Exit status: 0 ok / stopped, 1 a failure, 2 bad configuration.
@@ -39,10 +39,11 @@ import time
 import urllib.request
 from urllib.parse import urlparse
 
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier, port_owner
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher, read_unit_state
+from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import UnitWatcher, read_unit_state
 
 ACTIONS = ("report", "restart")
 # Every verdict the textfile's one-hot sglang_watch_verdict may carry (a class not listed is "other").

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, text_config
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import architecture_of, text_config
 
 GIB = 1 << 30
 MIB = 1 << 20

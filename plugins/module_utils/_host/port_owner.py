@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.specdec.sglang.plugins.module_utils import redact
+from ansible_collections.specdec.sglang.plugins.module_utils._host import redact
 
 FAILURE_CLASS = "port_in_use"
 LISTEN = "0A"

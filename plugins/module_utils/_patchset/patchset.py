@@ -44,11 +44,11 @@ import stat
 import subprocess
 import tempfile
 
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset_verify
-from ansible_collections.specdec.sglang.plugins.module_utils.host_program import source_of
-from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import DiffError
-from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import apply as apply_diff
-from ansible_collections.specdec.sglang.plugins.module_utils.unified_diff import parse as parse_diff
+from ansible_collections.specdec.sglang.plugins.module_utils._host.host_program import source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset_verify
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset.unified_diff import DiffError
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset.unified_diff import apply as apply_diff
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset.unified_diff import parse as parse_diff
 
 MANIFEST = "patchset.yml"
 STATE_FILE = "state.json"

@@ -22,8 +22,11 @@ import json
 import os
 import posixpath
 
-from ansible_collections.specdec.sglang.plugins.module_utils import nvidia_smi, port_owner, release, unit_state
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_coherence import read_reference_venv
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu import nvidia_smi
+from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import unit_state
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_coherence import read_reference_venv
 
 PYTHON_VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 CONFIG_NAME = "config.json"

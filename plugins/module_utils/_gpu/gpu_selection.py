@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import normalize_bus_id
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import normalize_bus_id
 
 _UUID = re.compile(r"^(GPU|MIG)-[0-9A-Fa-f-]+$")
 _INDEX = re.compile(r"^\d+$")

@@ -24,7 +24,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, process_state, release
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import process_state
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
 FILE_ROLES = ("unit", "env", "config")
 # systemd's view of the unit that decides what a start runs (kept in the observation as a digest).

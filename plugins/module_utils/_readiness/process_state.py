@@ -21,7 +21,7 @@ import os
 import select
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import WatchState
 
 # Read at most this much of the end of a log file (the result is bounded again later).
 LOG_READ_MAX_BYTES = 8 * 1024 * 1024

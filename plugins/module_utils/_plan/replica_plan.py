@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release import last_good_dir, rollback_state
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release import last_good_dir, rollback_state
 
 PORT_MIN = 1024
 PORT_MAX = 65535

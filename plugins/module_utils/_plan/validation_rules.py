@@ -24,15 +24,14 @@ from __future__ import annotations
 import difflib
 import re
 
-from ansible_collections.specdec.sglang.plugins.module_utils.model_config import text_config
-from ansible_collections.specdec.sglang.plugins.module_utils.release import RELEASE_ID
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import text_config
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan import (
     PORT_MAX,
     PORT_MIN,
     plan_replicas,
     replica_list,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation import (
     SpecError,
     check,
     convert,
@@ -40,6 +39,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.validation import (
     show,
     unknown_variables,
 )
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release import RELEASE_ID
 
 ROLES = ("sglang_service", "sglang_preflight", "sglang_runtime", "sglang_patches")
 # The gateway (playbooks/gateway.yml, rolling.yml) is no role of the deploy: its variables are checked where it

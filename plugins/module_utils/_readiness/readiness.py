@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier
-from ansible_collections.specdec.sglang.plugins.module_utils import journal as journal_text
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import (
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal as journal_text
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import (
     HEALTH_TIMEOUT_S,
     MODELS_TIMEOUT_S,
     SERVER_INFO_TIMEOUT_S,

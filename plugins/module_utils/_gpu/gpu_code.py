@@ -22,7 +22,7 @@ the library holds; a reason says why a capability is covered and where that was 
 
 from __future__ import annotations
 
-from ansible_collections.specdec.sglang.plugins.module_utils.cuda_fatbin import describe, runs_on, sm_of
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.cuda_fatbin import describe, runs_on, sm_of
 
 
 def _read(data: dict, text) -> str:

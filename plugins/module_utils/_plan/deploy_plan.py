@@ -32,27 +32,31 @@ import json
 import os
 import posixpath
 
-from ansible_collections.specdec.sglang.plugins.module_utils import (
-    failure_classifier,
-    port_owner,
-    runtime_coherence,
-    validation_rules,
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_selection import find_gpu, select_gpus
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import assess_host
+from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner
+from ansible_collections.specdec.sglang.plugins.module_utils._host.disk_space import disk_free_verdict
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset.patchset import EVERY_REQUEST
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation_rules
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import (
+    architecture_of,
+    architecture_reasons,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.disk_space import disk_free_verdict
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import find_gpu, select_gpus
-from ansible_collections.specdec.sglang.plugins.module_utils.model_config import architecture_of, architecture_reasons
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import assess_host
-from ansible_collections.specdec.sglang.plugins.module_utils.patchset import EVERY_REQUEST
-from ansible_collections.specdec.sglang.plugins.module_utils.release import (
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan import plan_replicas, replica_list
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release import (
     build_decision,
     current_link,
     last_good_dir,
     release_dir,
     releases_dir,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import plan_replicas, replica_list
-from ansible_collections.specdec.sglang.plugins.module_utils.requirements import RequirementError, metadata_requires
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime import runtime_coherence
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.requirements import (
+    RequirementError,
+    metadata_requires,
+)
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import (
     SOURCES,
     check_controller_inputs,
     normalize_name,

@@ -16,8 +16,8 @@ import os
 import re
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils import venv_probe
-from ansible_collections.specdec.sglang.plugins.module_utils.host_program import source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._host.host_program import source_of
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime import venv_probe
 
 # The program run inside the venv is venv_probe.py, a real module; this is its source text.
 PROBE_PROGRAM = source_of(venv_probe)

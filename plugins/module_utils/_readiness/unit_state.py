@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.specdec.sglang.plugins.module_utils.journal import (
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.journal import (
     JournalReader,
     traceback_complete,
     unit_end_seen,

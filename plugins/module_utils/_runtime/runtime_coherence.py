@@ -25,7 +25,7 @@ import glob
 import os
 import zipfile
 
-from ansible_collections.specdec.sglang.plugins.module_utils.requirements import (
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.requirements import (
     LINUX_X86_64,
     active_requirements,
     format_specifiers,
@@ -34,7 +34,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils.requirements import
     normalize_name,
     satisfies,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import expected_version
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import expected_version
 
 
 def wheel_metadata(path: str) -> str:
