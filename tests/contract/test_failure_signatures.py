@@ -50,7 +50,7 @@ def test_subprocess_crash_template_in_the_source_is_matched(sglang_source_tree):
 
 # The mission's model (issue 19): wordings of sglang 0.5.17 (the release the H200 runs) for the
 # hybrid classes. The ones the H200 produced are also replayed from its real logs
-# (tests/unit/plugins/module_utils/test_failure_classifier_hybrid_logs.py); mamba_pingpong and
+# (tests/unit/plugins/module_utils/_readiness/test_failure_classifier_hybrid_logs.py); mamba_pingpong and
 # gdn_kernel_error are serving-time / other-GPU failures the H200 did not produce: their source
 # wording is the test.
 SOURCE_LITERALS_0_5_17 = [

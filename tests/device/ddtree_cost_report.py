@@ -9,7 +9,7 @@
 Runs on any machine (stdlib + the collection's planner; matplotlib only for the plot). Several records
 merge by run name (a later file's run replaces an earlier one), so a sweep split over two device calls
 reads as one. Writes DIR/cost-table.md, DIR/cost-summary.json, DIR/envelopes.json (the records schema
-of tests/unit/plugins/module_utils/test_envelope_plan_records.py, which replays the planner against it)
+of tests/unit/plugins/module_utils/_plan/test_envelope_plan_records.py, which replays the planner against it)
 and DIR/ddtree-cost.png.
 
 Break-even accept length of a mode at batch b = its median step / the target's median decode step at b

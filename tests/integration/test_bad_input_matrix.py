@@ -2,7 +2,7 @@
 
 Which inputs are refused, and with which words, is decided by one pure function
 (plugins/module_utils/_plan/validation_rules.py, ``check_inputs``) and tested case by case in seconds by
-tests/unit/plugins/module_utils/test_validation_rules.py (every case of the former 86-run matrix). These
+tests/unit/plugins/module_utils/_plan/test_validation_rules.py (every case of the former 86-run matrix). These
 few real ansible-playbook runs against one lab host (a podman container with systemd, never deployed to)
 prove that each entry playbook, and a role run alone, calls it first:
 

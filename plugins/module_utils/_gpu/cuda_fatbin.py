@@ -17,7 +17,7 @@ Layout read (the same that ``cuobjdump --list-elf`` / ``--list-ptx`` shows):
   the flags (u64), where ``0x100000`` marks arch-specific code (``sm_120a``) and ``0x200000``
   family-specific code (``sm_120f``): read from what CUDA 13.0's ``fatbinary --image3=kind=elf,sm=120``
   / ``sm=120a`` / ``sm=120f`` writes, and seen in sglang-kernel 0.4.5's ``sm100/common_ops``, whose
-  sm_120 entries are all ``a`` (tests/unit/plugins/module_utils/fatbin_reads/). The payload follows
+  sm_120 entries are all ``a`` (tests/unit/plugins/module_utils/_gpu/fatbin_reads/). The payload follows
   the header.
 
 An entry is SASS for one SM, which runs on GPUs of the same major capability and a minor at

@@ -7,7 +7,7 @@ import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation_rules
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import GATEWAY, check_inputs
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SPECS = {
     role: yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
         "options"

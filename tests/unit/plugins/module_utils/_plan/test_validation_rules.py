@@ -20,7 +20,7 @@ import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan, validation_rules
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import check_inputs
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 KNOWN = yaml.safe_load((REPO / validation_rules.KNOWN_RUNTIMES_FILE).read_text())
 SPECS = {
     role: yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][

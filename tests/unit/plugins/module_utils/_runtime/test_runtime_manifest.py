@@ -16,7 +16,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_ma
 )
 from support.build_stub_wheels import build_all, check_vars
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SHA = "a" * 64
 MANIFEST = [
     {"name": "torch", "version": "2.11.0", "local": "cu130", "import": "torch", "source": "index", "sha256": ""},

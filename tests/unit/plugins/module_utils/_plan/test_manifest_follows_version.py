@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 KNOWN = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
 GPU_VARS = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "runtime.yml").read_text())
 DEFAULT_VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[

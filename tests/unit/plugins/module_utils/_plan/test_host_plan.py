@@ -16,7 +16,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._host import host_f
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
 from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SMI = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
 KNOWN = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
 VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[

@@ -148,7 +148,7 @@ def test_gateway_workers_list_every_replica_of_every_host_with_bracketed_ipv6():
 
 # --- the cross-role rule of validation_rules.check_inputs -------------------------------------------------
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SPECS = {
     role: yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
         "options"

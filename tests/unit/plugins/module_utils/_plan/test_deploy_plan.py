@@ -11,7 +11,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_co
     requirer,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 KNOWN = yaml.safe_load((REPO / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
 DEFAULTS = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "runtime.yml").read_text())
 DEFAULT_VERSION = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "defaults" / "main.yml").read_text())[

@@ -4,7 +4,7 @@ import importlib.machinery
 import importlib.util
 import pathlib
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 
 
 def load_script():

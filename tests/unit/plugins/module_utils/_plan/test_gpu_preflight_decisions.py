@@ -30,7 +30,7 @@ from ansible_collections.specdec.sglang.plugins.modules import sglang_gpu_code, 
 from support.cuda_elf import SASS, shared_object
 from support.module_run import run_main, set_module_args
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SMI = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
 FAKE_SMI = SMI / "fake-nvidia-smi.sh"
 MODELS = REPO / "tests" / "unit" / "fixtures" / "models"

@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import architecture_of, text_config
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 MODELS = REPO / "tests" / "unit" / "fixtures" / "models"
 GIB = 1 << 30
 

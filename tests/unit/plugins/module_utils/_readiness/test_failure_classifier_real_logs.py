@@ -13,7 +13,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._readiness import j
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
 from support.log_replay import Clock, DeadAfterOnePoll, Refused
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "sglang-0.5.17-h200"
+FIXTURES = pathlib.Path(__file__).resolve().parents[4] / "unit" / "fixtures" / "sglang-0.5.17-h200"
 
 
 def real_log(name):

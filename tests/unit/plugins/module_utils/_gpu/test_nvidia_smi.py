@@ -16,7 +16,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi imp
     parse_xml,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 REAL = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "real-h200"
 CONSTRUCTED = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
 H200_UUID = "GPU-5a6eafee-1932-5f13-42d0-82f42c64e659"

@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_selection import id_kind, select_gpus, tp_divides
 from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import gather
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 CONSTRUCTED = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi"
 REAL = REPO / "tests" / "unit" / "fixtures" / "nvidia-smi" / "real-h200"
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Cut, from real shared objects, exactly the bytes the fatbin reader reads, for tests that CI can run.
 
-    python tests/unit/plugins/module_utils/fatbin_reads/cut.py WHEEL [--check]
+    python tests/unit/plugins/module_utils/_gpu/fatbin_reads/cut.py WHEEL [--check]
 
 WHEEL: sglang-kernel 0.4.5's manylinux wheel (scripts/gpu-bundle puts it under
 .device/gpu-bundle/download/; ``pip download --no-deps sglang-kernel==0.4.5`` fetches the same file).
@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-REPO = HERE.parents[4]
+REPO = HERE.parents[5]
 # The reader itself, by path: the same file whatever collection path is installed (stdlib only).
 _spec = importlib.util.spec_from_file_location("cuda_fatbin", REPO / "plugins/module_utils/_gpu/cuda_fatbin.py")
 cuda_fatbin = importlib.util.module_from_spec(_spec)

@@ -11,7 +11,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_code impor
     flag_value,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 DATA = yaml.safe_load((REPO / "roles" / "sglang_preflight" / "files" / "gpu_code.yml").read_text())
 KNOWN = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "files" / "known_runtimes.yml").read_text())
 # The compiled core the known runtime 0.5.17 records (what a default manifest derives).

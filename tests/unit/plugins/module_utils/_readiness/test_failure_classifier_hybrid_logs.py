@@ -14,7 +14,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._readiness import f
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
 from support.log_replay import Clock, DeadAfterOnePoll, Refused
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "sglang-0.5.17-h200-hybrid"
 DEFAULTS = REPO / "roles" / "sglang_service" / "defaults" / "main.yml"
 

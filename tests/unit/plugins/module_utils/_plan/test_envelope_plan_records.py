@@ -10,7 +10,7 @@ import pathlib
 import pytest
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 RECORDS = sorted((REPO / "tests" / "device" / "records").glob("*/envelopes.json"))
 TOLERANCE = 0.05
 # measured key -> (planned key, half of the last printed digit)

@@ -19,7 +19,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._gpu.cuda_fatbin im
 )
 from support.cuda_elf import PTX, SASS, elf_with_sections, fatbin_section, shared_object
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 CUTS = pathlib.Path(__file__).resolve().parent / "fatbin_reads"
 NONE_ARCH_SPECIFIC = {"sass_arch_specific": [], "ptx_arch_specific": []}
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 SET_DIR = REPO / "patchsets" / "ddtree-spec-info"
 
 

@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.specdec.sglang.plugins.filter.speculation_verdict import FilterModule
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import speculation_cost as sc
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
+REPO = pathlib.Path(__file__).resolve().parents[5]
 TABLE_FILE = REPO / "roles/sglang_service/files/speculation-cost.json"
 TABLE = json.loads(TABLE_FILE.read_text())
 RECORD = REPO / "tests/device/records/2026-12-05-h200-ddtree-tree-graph-cost"
