@@ -28,11 +28,11 @@ import time
 import urllib.request
 
 sys.path.insert(0, "/opt/bench")
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ExitWaiter
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness
-from ansible_collections.specdec.sglang.plugins.module_utils.settle import extend as settle_window
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import ExitWaiter
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.settle import extend as settle_window
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import UnitWatcher
 
 SIM = "/opt/bench/sim/bin/python"
 MODEL = "/opt/bench/model"
@@ -164,7 +164,7 @@ def one_run(mode, index, port, wait="poll"):
     first_ready_s = None
     if mode == "scheduler_death" and result["ready"]:
         # Ready first, then the scheduler dies: the stability window that follows a ready verdict
-        # (module_utils/settle.py, what the module runs with settle_s) must see the death.
+        # (module_utils/_readiness/settle.py, what the module runs with settle_s) must see the death.
         first_ready_s = round(verdict_at - launched, 3)
         result = settle_window(readiness, result, SETTLE_S)
         verdict_at = time.monotonic()

@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO / "collections"))
 SIM_SRC = REPO / "lab" / "engine-simulator" / "src"
 
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import ProcessWatcher  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import ProcessWatcher  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness  # noqa: E402
 
 TIMING = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5", "SGLANG_SIM_FAULT_AFTER_S": "1.0"}
 SCENARIOS = {

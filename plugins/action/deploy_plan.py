@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action ``specdec.sglang.deploy_plan``: the deploy plan, on the controller, no host contact.
 
-The logic is ``module_utils/deploy_plan.py``; this file reads the data it needs (the known
+The logic is ``module_utils/_plan/deploy_plan.py``; this file reads the data it needs (the known
 runtimes, the patch set manifests, wheel METADATA, an index's metadata) and hands it over.
 """
 
@@ -18,9 +18,12 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_coherence import wheel_metadata
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import normalize_name, wheel_filename_info
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_coherence import wheel_metadata
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import (
+    normalize_name,
+    wheel_filename_info,
+)
 
 COLLECTION = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 _HREF = re.compile(r"""<a\s[^>]*href=["']([^"']+)["'][^>]*>""", re.IGNORECASE)

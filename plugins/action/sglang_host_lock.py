@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
 from ansible_collections.specdec.sglang.plugins.plugin_utils import controller
 
 MODULE = "specdec.sglang.sglang_host_lock"

@@ -15,9 +15,9 @@ import re
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset
-from ansible_collections.specdec.sglang.plugins.module_utils.validation import SpecError
-from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import (
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation import SpecError
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import (
     ALL_ROLES,
     PLAYS,
     check_inputs,

@@ -9,7 +9,8 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 notes:
   - One operation on the release record C(<runtime_root>/state/last_good/deploy.json), whose one owner is
-    C(plugins/module_utils/release_steps.py) over the pure decisions of C(plugins/module_utils/release.py).
+    C(plugins/module_utils/_release/release_steps.py) over the pure decisions of
+    C(plugins/module_utils/_release/release.py).
     The options every release operation shares are this doc fragment (C(specdec.sglang.release)); the service
     role sets them once for the action group C(specdec.sglang.release) (C(module_defaults)).
 seealso:

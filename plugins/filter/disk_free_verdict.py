@@ -14,7 +14,7 @@ description:
   - Compares the free KiB (C(df -Pk)'s available column) with O(min_free_gb) GiB.
   - The message names the exact KiB compared and the free GiB rounded down, never up, so that a check that fails
     never reads "1.0 GiB free, 1 needed".
-  - The logic lives in C(plugins/module_utils/disk_space.py); C(roles/sglang_preflight/tasks/disk.yml) uses it.
+  - The logic lives in C(plugins/module_utils/_host/disk_space.py); C(roles/sglang_preflight/tasks/disk.yml) uses it.
 options:
   _input:
     description: The free space in KiB, as df printed it.
@@ -46,7 +46,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils.disk_space import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.disk_space import (  # noqa: E402
     disk_free_verdict as _verdict,
 )
 

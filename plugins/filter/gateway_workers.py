@@ -13,7 +13,7 @@ author: specdec maintainers (@specdec)
 description:
   - Reads, for each host of the input list, the fact C(_sglang_gateway_worker) that playbooks/gateway.yml sets on
     the worker hosts (C(address), C(gpus), C(tp_size), C(port), C(unit_name), C(replicas)).
-  - Plans each host's replicas with C(plugins/module_utils/replica_plan.py) (the same function that validates
+  - Plans each host's replicas with C(plugins/module_utils/_plan/replica_plan.py) (the same function that validates
     C(sglang_service_replicas)) and returns one worker per replica, in host then replica order.
   - Fails naming the hosts that were not read (limited out of the run, or unreachable) and every replica error.
 options:
@@ -43,10 +43,10 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan import (  # noqa: E402
     gateway_workers as _workers,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.replica_plan import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan import (  # noqa: E402
     plan_replicas,
     replica_list,
 )

@@ -15,7 +15,7 @@ description:
   - A start is systemd's "unit starting" message (MESSAGE_ID C(7d4958e842da4a758f6c1cdc7b36dcc5)) where the
     journal holds them; otherwise each invocation id (C(_SYSTEMD_INVOCATION_ID) of the process's lines,
     C(INVOCATION_ID) of systemd's), at its first entry.
-  - The logic lives in C(plugins/module_utils/journal.py) (C(last_starts)); C(playbooks/diagnose.yml) uses it
+  - The logic lives in C(plugins/module_utils/_readiness/journal.py) (C(last_starts)); C(playbooks/diagnose.yml) uses it
     for C(sglang_diagnose_starts).
 options:
   _input:
@@ -46,7 +46,7 @@ _value:
 
 import json  # noqa: E402  (plugins keep their docs first)
 
-from ansible_collections.specdec.sglang.plugins.module_utils.journal import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.journal import (  # noqa: E402
     last_starts,
     since_argument,
 )

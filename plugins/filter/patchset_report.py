@@ -14,7 +14,7 @@ description:
   - Pairs the registered loop results of the patch role's apply (or revert) step and its verify step, in order, and
     returns one entry per set - C(name), C(sglang_version), C(files) and C(changed) of the first, C(verify) of the
     second (C({}) where the verify step was skipped, in check mode). The role's fact C(sglang_patches_report).
-  - The logic is C(report_entries) in C(plugins/module_utils/patchset.py).
+  - The logic is C(report_entries) in C(plugins/module_utils/_patchset/patchset.py).
 options:
   _input:
     description: The apply step's results (C(register) of a loop, its C(results)).
@@ -41,7 +41,7 @@ _value:
   elements: dict
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset  # noqa: E402  (plugins keep their docs first)
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset  # noqa: E402  (plugins keep their docs first)
 
 
 def patchset_report(applied, verified):

@@ -17,7 +17,8 @@ description:
     C(token) (C(api_key), C(api-key), C(HF_TOKEN)), or when it contains C(secret), C(password), C(passwd),
     C(credential) or C(private). C(max_total_tokens) and C(tokenizer_path) are not secret.
   - Text that cannot be parsed is withheld, never copied. YAML comments are not kept.
-  - The logic lives in C(plugins/module_utils/redact.py); C(playbooks/diagnose.yml) uses it for the support bundle.
+  - The logic lives in C(plugins/module_utils/_host/redact.py); C(playbooks/diagnose.yml) uses it for the support
+    bundle.
 options:
   _input:
     description: The file's text.
@@ -46,7 +47,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils.redact import RedactError, redact  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.redact import RedactError, redact  # noqa: E402
 
 
 def redact_secrets(text, fmt="yaml"):

@@ -11,8 +11,8 @@ short_description: The paths under a release root - the releases, the current li
 version_added: 0.3.0
 author: specdec maintainers (@specdec)
 description:
-  - Returns the paths C(plugins/module_utils/release.py) derives from a runtime root (their one owner), for plays
-    that read a host without a deploy plan (C(playbooks/diagnose.yml)). A deploy takes them from
+  - Returns the paths C(plugins/module_utils/_release/release.py) derives from a runtime root (their one owner), for
+    plays that read a host without a deploy plan (C(playbooks/diagnose.yml)). A deploy takes them from
     C(sglang_deploy_plan.paths) and the release modules.
 options:
   _input:
@@ -43,7 +43,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release  # noqa: E402
 
 
 def release_paths(root, replica=""):

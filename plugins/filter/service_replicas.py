@@ -11,7 +11,7 @@ short_description: The replicas the service role runs on a host, each with its u
 version_added: 0.3.0
 author: specdec maintainers (@specdec)
 description:
-  - Plans the host's replicas with C(plugins/module_utils/replica_plan.py) (C(service_replicas), the same function
+  - Plans the host's replicas with C(plugins/module_utils/_plan/replica_plan.py) (C(service_replicas), the same function
     that validates C(sglang_service_replicas)) and returns one item per replica - C(name), C(unit), C(port),
     C(gpus) (UUIDs), C(unit_path), C(env_path), C(config_path), C(state_dir), C(readiness_job), C(deploy_marker).
   - An empty list is the host's single replica with the unit name, port, files and state of a deploy without
@@ -73,7 +73,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils import replica_plan  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import replica_plan  # noqa: E402
 
 
 def service_replicas(replicas, selected, gpu_uuids, *, tp_size, port, unit_name, config_dir, runtime_root, count=0):

@@ -19,7 +19,8 @@ description:
     length C(step / graphed target step) at batch 1.
   - C(pays) when the accept length is above the break-even, C(does not pay) otherwise, C(unknown) when the GPU class,
     the mode or the budget has no record, or no accept length was measured (the reason says which).
-  - The logic lives in C(plugins/module_utils/speculation_cost.py); C(roles/sglang_service/tasks/report.yml) uses it.
+  - The logic lives in C(plugins/module_utils/_plan/speculation_cost.py); C(roles/sglang_service/tasks/report.yml)
+    uses it.
 options:
   _input:
     description:
@@ -69,10 +70,10 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError  # noqa: E402  (plugins keep their docs first)
-from ansible_collections.specdec.sglang.plugins.module_utils.speculation_cost import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.speculation_cost import (  # noqa: E402
     speculation_verdict as _verdict,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.speculation_cost import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.speculation_cost import (  # noqa: E402
     verdict_line as _line,
 )
 

@@ -35,7 +35,7 @@ description:
     free disk, the build environment. Every refusal of the plan comes back at once.
   - Each option left out is read from the variable its description names (C(deploy_plan.INPUT_VARIABLES)); a variable
     that is not set (its role is not loaded) leaves out the check it feeds. A task passes an option to override it.
-  - The logic lives in C(plugins/module_utils/deploy_plan.py).
+  - The logic lives in C(plugins/module_utils/_plan/deploy_plan.py).
 options:
   sglang:
     description: The sglang source spec (C(sglang_runtime_sglang)).

@@ -22,7 +22,7 @@ description:
     unusable, unknown or excluded GPUs are refused with the reason.
   - Read-only; supports check mode.
   - For playbooks of one's own. The roles do not call it - a deploy reads the GPUs once with
-    M(specdec.sglang.sglang_host_facts) (the same reader, C(plugins/module_utils/nvidia_smi.py)) and judges and
+    M(specdec.sglang.sglang_host_facts) (the same reader, C(plugins/module_utils/_gpu/nvidia_smi.py)) and judges and
     chooses them in the plan of the host (M(specdec.sglang.deploy_plan), C(sglang_deploy_plan.host.gpus)).
 options:
   nvidia_smi:
@@ -85,8 +85,8 @@ options:
     type: int
     default: 60
 notes:
-  - The parser lives in C(plugins/module_utils/nvidia_smi.py) and the selection in
-    C(plugins/module_utils/gpu_selection.py).
+  - The parser lives in C(plugins/module_utils/_gpu/nvidia_smi.py) and the selection in
+    C(plugins/module_utils/_gpu/gpu_selection.py).
 """
 
 EXAMPLES = r"""
@@ -191,8 +191,8 @@ commands:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import find_gpu, select_gpus  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_selection import find_gpu, select_gpus  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import (  # noqa: E402
     NvidiaSmiParseError,
     assess_host,
     collect,

@@ -17,7 +17,8 @@ description:
     value read from O(secret_files).
   - sglang 0.5.17 and 0.5.23 log their server arguments, the API key included, at every start; the journal of a
     support bundle holds those lines. A key is secret as in the filter C(specdec.sglang.redact_secrets).
-  - Stdlib only (C(plugins/module_utils/redact.py)); secret values never appear in the result. Supports check mode.
+  - Stdlib only (C(plugins/module_utils/_host/redact.py)); secret values never appear in the result. Supports check
+    mode.
 options:
   paths:
     description: Files, or directories whose regular files (not recursive), to scrub in place.
@@ -62,7 +63,7 @@ secret_values:
 import os  # noqa: E402  (Ansible modules keep their docs first)
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.redact import scrub, secret_values  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.redact import scrub, secret_values  # noqa: E402
 
 
 def _read(path):

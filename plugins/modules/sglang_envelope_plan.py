@@ -16,7 +16,7 @@ description:
     full-attention layers only for a hybrid Gated-DeltaNet target), mamba state per request (ssm + conv, plus
     one snapshot per draft token for speculative verify, i.e. the DFLASH block size or the DDTree tree budget),
     draft weights and KV - and whether it starts under sglang's own C(--mem-fraction-static) rule.
-  - The decisions are C(plugins/module_utils/envelope_plan.py); this module formats the result.
+  - The decisions are C(plugins/module_utils/_plan/envelope_plan.py); this module formats the result.
   - The deploy hands it both C(config.json) as the host facts read them (O(target_config) and O(draft_config),
     from C(sglang_deploy_plan.host.models.configs)); it then runs on the controller (its action plugin) and
     reads nothing on the host. Without them it reads the files on the host.
@@ -24,8 +24,8 @@ description:
     With O(fail_when_none=true) the module fails when no envelope fits, with the table in the message.
   - An envelope of the ladder whose C(context_length) is above the target's C(max_position_embeddings)
     (C(text_config) read when the checkpoint nests it) is refused before anything else, naming the envelope, the
-    value and the model's limit (C(plugins/module_utils/validation_rules.py) C(context_length_errors)); sglang would
-    refuse it at start unless the envelope's environment sets C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN).
+    value and the model's limit (C(plugins/module_utils/_plan/validation_rules.py) C(context_length_errors)); sglang
+    would refuse it at start unless the envelope's environment sets C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN).
   - Read-only; supports check mode.
 options:
   model_path:
@@ -153,13 +153,13 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.envelope_plan import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.envelope_plan import (  # noqa: E402
     PlanError,
     launch_options,
     plan_ladder,
     role_envelopes,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.validation_rules import context_length_errors  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation_rules import context_length_errors  # noqa: E402
 
 
 def _read_config(module, path: str, variable: str) -> dict:

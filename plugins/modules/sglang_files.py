@@ -93,7 +93,7 @@ import pwd  # noqa: E402
 import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import file_set  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release import file_set  # noqa: E402
 
 ENTRY_OPTIONS = dict(
     path=dict(type="path", required=True),

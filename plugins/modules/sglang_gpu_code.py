@@ -21,8 +21,8 @@ description:
     C(.nv_fatbin) ELF section is read on the host (headers only, no CUDA tool, nothing imported); otherwise the
     facts of O(data) (C(roles/sglang_preflight/files/gpu_code.yml)) are used, each naming where it was read.
   - Fails, with O(fail_on_errors), naming the library, the capability and what the library holds.
-  - Read-only; supports check mode. Logic in C(plugins/module_utils/gpu_code.py) and
-    C(plugins/module_utils/cuda_fatbin.py).
+  - Read-only; supports check mode. Logic in C(plugins/module_utils/_gpu/gpu_code.py) and
+    C(plugins/module_utils/_gpu/cuda_fatbin.py).
 options:
   manifest:
     description: The plan's runtime manifest (C(sglang_deploy_plan.manifest)), entries with C(name) and C(version).
@@ -131,11 +131,11 @@ import re  # noqa: E402
 import shutil  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.cuda_fatbin import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.cuda_fatbin import (  # noqa: E402
     FatbinError,
     read_shared_object,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_code import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_code import (  # noqa: E402
     check_gpu_code,
     files_to_read,
 )

@@ -17,8 +17,8 @@ description:
     disk (complete or not), the release C(current) names, the release record and the running invocation of the
     unit.
   - Decides nothing - the action C(specdec.sglang.deploy_plan) turns the inputs and these facts into every decision
-    of the deploy (C(plugins/module_utils/deploy_plan.py)).
-  - The readers are the ones of each subsystem (C(plugins/module_utils/host_facts.py) calls C(nvidia_smi),
+    of the deploy (C(plugins/module_utils/_plan/deploy_plan.py)).
+  - The readers are the ones of each subsystem (C(plugins/module_utils/_host/host_facts.py) calls C(nvidia_smi),
     C(runtime_coherence), C(port_owner), C(unit_state) and C(release)).
   - Supports check mode (it only reads).
 options:
@@ -155,7 +155,7 @@ facts:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.host_facts import HostIO, read_host  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.host_facts import HostIO, read_host  # noqa: E402
 
 ARGUMENT_SPEC = {
     "python": {"type": "str", "default": "python3"},

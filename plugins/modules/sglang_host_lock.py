@@ -141,7 +141,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["acquired", "released"], default="acquired"),

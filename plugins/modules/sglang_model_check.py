@@ -110,7 +110,8 @@ import os  # noqa: E402
 import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier, model_integrity  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host import model_integrity  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier  # noqa: E402
 
 
 def _read_manifest(path):

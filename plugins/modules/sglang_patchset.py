@@ -229,7 +229,7 @@ manifest:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps  # noqa: E402
 
 
 def _runner(module):

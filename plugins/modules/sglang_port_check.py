@@ -59,8 +59,9 @@ main_pid:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier, port_owner  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import read_unit_state  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import read_unit_state  # noqa: E402
 
 
 def main():

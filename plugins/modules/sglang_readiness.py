@@ -189,7 +189,7 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Failure classes and hints come from one table, C(plugins/module_utils/failure_classifier.py).
+  - Failure classes and hints come from one table, C(plugins/module_utils/_readiness/failure_classifier.py).
   - The module changes nothing on the host; C(changed) is always false.
 seealso:
   - name: SGLang server arguments
@@ -482,16 +482,17 @@ from urllib.parse import urlparse  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock, release  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.port_owner import port_check  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.port_owner import port_check  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import (  # noqa: E402
     ExitWaiter,
     ProcessWatcher,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.settle import extend as settle_window  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import UnitWatcher  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.settle import extend as settle_window  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import UnitWatcher  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release  # noqa: E402
 
 PROBE_SPEC = dict(
     prompt=dict(type="str", default="Say hi."),

@@ -16,7 +16,7 @@ description:
   - Checks nothing itself; C(specdec.sglang.deploy_plan) with C(reference_venv_report) checks the result against
     the deploy plan on the controller (the same coherence code as the manifest's).
   - Read-only; supports check mode. Nothing is imported from the venv and its Python is not run.
-  - Logic in C(plugins/module_utils/runtime_coherence.py) (C(read_reference_venv)).
+  - Logic in C(plugins/module_utils/_runtime/runtime_coherence.py) (C(read_reference_venv)).
 options:
   venv:
     description: The reference venv (C(sglang_runtime_reference_venv)).
@@ -60,7 +60,7 @@ distributions:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_coherence import read_reference_venv  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_coherence import read_reference_venv  # noqa: E402
 
 
 def main():

@@ -73,7 +73,7 @@ outcome:
   type: str
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import main as run  # noqa: E402
 
 OPERATION = "judge"
 

@@ -42,7 +42,7 @@ observed:
            "cmdline_sha256": "9a1f...", "unit_sha256": "77c2..."}
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import main as run  # noqa: E402
 
 OPERATION = "observe"
 

@@ -49,7 +49,7 @@ removed:
   elements: str
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import main as run  # noqa: E402
 
 OPERATION = "reap"
 

@@ -79,7 +79,7 @@ restarts_since_record:
   type: dict
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import main as run  # noqa: E402
 
 OPERATION = "restart"
 

@@ -40,7 +40,7 @@ restored:
   type: bool
 """
 
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import main as run  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import main as run  # noqa: E402
 
 OPERATION = "rollback"
 

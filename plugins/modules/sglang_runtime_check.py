@@ -80,7 +80,7 @@ options:
     elements: path
     default: []
 notes:
-  - Logic in C(plugins/module_utils/runtime_manifest.py) and C(plugins/module_utils/runtime_probe.py).
+  - Logic in C(plugins/module_utils/_runtime/runtime_manifest.py) and C(plugins/module_utils/_runtime/runtime_probe.py).
 """
 
 EXAMPLES = r"""
@@ -164,14 +164,14 @@ inputs_sha256:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import (  # noqa: E402
     check_controller_inputs,
     compare,
     format_table,
     normalize_name,
     validate_manifest,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_probe import (  # noqa: E402
     ProbeError,
     command_runner,
     cuda_check,

@@ -16,7 +16,7 @@ description:
     leaves one without a working uv), makes it again with O(python) and installs uv into it with its pip - from
     O(wheel) without an index, else C(uv==<version>) from the index (O(environment)). Then uv must answer with
     O(version), or the module fails with C(<uv> reports <output>, <variable>=<version>).
-  - The logic is C(plugins/module_utils/uv_tool.py).
+  - The logic is C(plugins/module_utils/_runtime/uv_tool.py).
 options:
   tool_dir:
     description: The tool venv (the deploy plan's C(paths.uv_tool_dir), C(<root>/tools/uv-<version>)); its uv is
@@ -86,7 +86,7 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import uv_tool  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime import uv_tool  # noqa: E402
 
 
 class _HostOps:

@@ -12,7 +12,7 @@ version_added: 0.1.0
 author: specdec maintainers (@specdec)
 description:
   - Templates the play's variables as the controller sees them and hands them to one pure function,
-    C(check_inputs) of C(plugins/module_utils/validation_rules.py), which holds every rule as data - each
+    C(check_inputs) of C(plugins/module_utils/_plan/validation_rules.py), which holds every rule as data - each
     variable's type, choices and default from its role's C(meta/argument_specs.yml), ranges, patterns and paths
     (C(ROLE_RULES)), the checks across variables and across roles (C(CROSS_RULES)), each playbook's own
     variables (C(PLAYS)). It fails with every error at once. No host is contacted.

@@ -3,7 +3,7 @@
 """What the controller knows about itself: its identity, the ansible-playbook run, its processes.
 
 Used by the action plugins (they run in Ansible's worker processes on the controller). The
-decisions are ``module_utils/host_lock.py``'s; this file only reads ``/proc`` and ``/etc``.
+decisions are ``module_utils/_host/host_lock.py``'s; this file only reads ``/proc`` and ``/etc``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
 
 
 def _read(path: str) -> str:

@@ -9,7 +9,7 @@ round trip to the host: ``sglang_release_judge`` and ``sglang_release_report`` a
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.specdec.sglang.plugins.module_utils.release_steps import run_on_controller
+from ansible_collections.specdec.sglang.plugins.module_utils._release.release_steps import run_on_controller
 
 
 def controller_action(operation: str) -> type:

@@ -46,7 +46,7 @@ def project_rule(
     A role variable: its argument spec and its role's rule (validation_rules.ROLE_RULES). A playbook
     variable: the spec and rule of the playbook's entry in validation_rules.PLAYS.
     """
-    from ansible_collections.specdec.sglang.plugins.module_utils import validation_rules  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation_rules  # noqa: PLC0415
 
     if spec.get("_role"):
         return spec, validation_rules.ROLE_RULES.get(spec["_role"], {}).get(variable) or {}
@@ -64,11 +64,11 @@ def _imports(playbook: pathlib.Path) -> list[str]:
 
 
 def project_check_errors(variable: str, spec: dict, values: list, playbook: pathlib.Path, repo: pathlib.Path = REPO):
-    """Each value through the project's strict validation (module_utils/validation.py), as the play would."""
+    """Each value through the project's strict validation (module_utils/_plan/validation.py), as the play would."""
     found = project_rule(variable, spec, playbook, repo)
     if found is None:
         return []
-    from ansible_collections.specdec.sglang.plugins.module_utils import validation  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import validation  # noqa: PLC0415
 
     pspec, rule = found
     clean = {k: v for k, v in pspec.items() if k in ("type", "elements", "choices", "required")}
@@ -182,10 +182,10 @@ def _type_errors(question: dict, name: str, spec: dict) -> list[str]:
 def runtime_serves_errors(algorithms: list, repo: pathlib.Path = REPO, sglang_version: str | None = None) -> list[str]:
     """Each algorithm the survey offers must be served by the default runtime: sglang itself or a patch set.
 
-    The same data the deploy plan reads (module_utils/deploy_plan.py): the sglang version's owner
+    The same data the deploy plan reads (module_utils/_plan/deploy_plan.py): the sglang version's owner
     (roles/sglang_runtime/defaults/main.yml) and each patchsets/*/patchset.yml's sglang_version and serves.
     """
-    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: PLC0415
 
     where = "the default runtime" if sglang_version is None else "a runtime the survey offers"
     if sglang_version is None:
@@ -221,14 +221,14 @@ def known_runtime_errors(versions: list, repo: pathlib.Path = REPO) -> list[str]
     The same data and code the plan uses: roles/sglang_runtime/files/known_runtimes.yml and
     deploy_plan.derive_manifest (a version with no known runtime and no pins is refused there).
     """
-    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: PLC0415
 
     known = yaml.safe_load((repo / deploy_plan.KNOWN_RUNTIMES_FILE).read_text())
     return [e for v in versions if v for e in deploy_plan.derive_manifest(str(v), [], known)["errors"]]
 
 
 def known_runtime_versions(repo: pathlib.Path = REPO) -> list[str]:
-    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: PLC0415
 
     return sorted((yaml.safe_load((repo / deploy_plan.KNOWN_RUNTIMES_FILE).read_text()) or {}).get("runtimes") or {})
 

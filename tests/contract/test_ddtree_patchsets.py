@@ -26,7 +26,7 @@ from typing import Optional
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PY = sys.executable

@@ -1,7 +1,7 @@
 """Contract: the failure classifier keys on text that the real sglang 0.5.23 source prints."""
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
 
 # (file in the sglang 0.5.23 tree, literal as written in its source, class): the table keys on text
 # that sglang really prints, checked against the source so a wording change shows up here.
@@ -50,7 +50,7 @@ def test_subprocess_crash_template_in_the_source_is_matched(sglang_source_tree):
 
 # The mission's model (issue 19): wordings of sglang 0.5.17 (the release the H200 runs) for the
 # hybrid classes. The ones the H200 produced are also replayed from its real logs
-# (tests/unit/plugins/module_utils/test_failure_classifier_hybrid_logs.py); mamba_pingpong and
+# (tests/unit/plugins/module_utils/_readiness/test_failure_classifier_hybrid_logs.py); mamba_pingpong and
 # gdn_kernel_error are serving-time / other-GPU failures the H200 did not produce: their source
 # wording is the test.
 SOURCE_LITERALS_0_5_17 = [

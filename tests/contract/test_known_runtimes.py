@@ -4,7 +4,10 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils.requirements import metadata_identity, metadata_requires
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.requirements import (
+    metadata_identity,
+    metadata_requires,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KNOWN = yaml.safe_load((REPO / "roles" / "sglang_runtime" / "files" / "known_runtimes.yml").read_text())

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SET_DIR = REPO / "patchsets" / "ddtree-spec-info"

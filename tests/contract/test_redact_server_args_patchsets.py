@@ -25,8 +25,8 @@ import types
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps
-from ansible_collections.specdec.sglang.plugins.module_utils import unified_diff as ud
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import unified_diff as ud
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ENGINE = "sglang/srt/entrypoints/engine.py"

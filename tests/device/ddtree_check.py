@@ -26,7 +26,7 @@ at once (a hybrid cold start compiles the GDN kernels for about two minutes; --m
 share of the memory free at each server's start, so four at 0.2 fit), with --disable-radix-cache; the
 block size and the prompt vocabulary come from the pair's configs; every DDTREE verify step must log
 recurrent_state=tree (the hybrid path ran); with --readiness, the first DDTREE server is started and
-judged by the collection's own readiness code (plugins/module_utils/readiness.py, pid mode, as
+judged by the collection's own readiness code (plugins/module_utils/_readiness/readiness.py, pid mode, as
 readiness_real.py) expecting speculative_algorithm DDTREE with speculative evidence in its probe (the
 probe sends text: that server keeps its tokenizer).
 Exit status: 0 when every check passes.
@@ -185,7 +185,7 @@ def site_packages(python):
 
 def apply_patchset(python, set_dir, out):
     sys.path.insert(0, str(REPO / "collections"))
-    from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps  # noqa: PLC0415
 
     site = site_packages(python)
     manifest = ps.load_manifest(set_dir)

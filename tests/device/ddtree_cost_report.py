@@ -9,7 +9,7 @@
 Runs on any machine (stdlib + the collection's planner; matplotlib only for the plot). Several records
 merge by run name (a later file's run replaces an earlier one), so a sweep split over two device calls
 reads as one. Writes DIR/cost-table.md, DIR/cost-summary.json, DIR/envelopes.json (the records schema
-of tests/unit/plugins/module_utils/test_envelope_plan_records.py, which replays the planner against it)
+of tests/unit/plugins/module_utils/_plan/test_envelope_plan_records.py, which replays the planner against it)
 and DIR/ddtree-cost.png.
 
 Break-even accept length of a mode at batch b = its median step / the target's median decode step at b
@@ -18,7 +18,7 @@ request; it pays when the accept length is above that ratio. Against the eager t
 what the graphs are worth.
 
 Memory per request slot: sglang's verify snapshots (intermediate ssm + conv window caches over its
-mamba slots + 1) next to what the planner (plugins/module_utils/envelope_plan.py) predicts for the same
+mamba slots + 1) next to what the planner (plugins/module_utils/_plan/envelope_plan.py) predicts for the same
 envelope; and, planned only, what each mode leaves of the field envelope on a card with
 --card-free-gib free before the load (the ct200 H200 cut to 96 GB: 95.43 GB seen by sglang in
 tests/device/records/2026-12-01-h200-hybrid/): the requests it can hold at 32k and 131k context.
@@ -35,7 +35,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.specdec.sglang.plugins.module_utils import envelope_plan as ep  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep  # noqa: E402
 
 BASELINE = "target"  # the graphed target decode: what a deploy without speculation runs
 FIELD = {"mem_fraction_static": 0.88, "max_running_requests": 16}  # the field's envelope (docs/envelopes.md)

@@ -45,14 +45,14 @@ sys.path.insert(0, str(HERE))
 import ddtree_check  # noqa: E402  (Server: a process group started and stopped as the unit would)
 import lossless_check  # noqa: E402
 import render_command  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import (  # noqa: E402
     ExitWaiter,
     ProcessWatcher,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness  # noqa: E402
 from readiness_real import open_url  # noqa: E402  (urllib in the module's open_url shape)
 
 SGLANG_VERSION = "0.5.17"

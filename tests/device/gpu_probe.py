@@ -28,18 +28,18 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.specdec.sglang.plugins.module_utils.gpu_selection import select_gpus  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.nvidia_smi import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.gpu_selection import select_gpus  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu.nvidia_smi import (  # noqa: E402
     QUERY_APPS_FIELDS,
     QUERY_GPU_FIELDS,
     gather,
     host_problems,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_manifest import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_manifest import (  # noqa: E402
     compare,
     format_table,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.runtime_probe import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._runtime.runtime_probe import (  # noqa: E402
     cuda_check,
     probe_venv,
 )

@@ -38,12 +38,12 @@ sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(HERE))
 
 import ddtree_check  # noqa: E402  (the device scripts' server launcher)
-from ansible_collections.specdec.sglang.plugins.module_utils.http_probe import Prober, ProbeSettings  # noqa: E402
-from ansible_collections.specdec.sglang.plugins.module_utils.process_state import (  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import (  # noqa: E402
     ExitWaiter,
     ProcessWatcher,
 )
-from ansible_collections.specdec.sglang.plugins.module_utils.readiness import Params, Readiness  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness  # noqa: E402
 
 
 def open_url(url, data=None, headers=None, method=None, timeout=None, **_ignored):

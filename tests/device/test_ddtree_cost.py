@@ -148,7 +148,7 @@ def test_the_report_merges_two_calls(tmp_path):
 
 def test_the_report_envelopes_pass_the_planner_replay(tmp_path):
     # The replay that CI runs on every tests/device/records/*/envelopes.json, here on the report's own.
-    sys.path.insert(0, str(HERE.parents[0] / "unit" / "plugins" / "module_utils"))
+    sys.path.insert(0, str(HERE.parents[0] / "unit" / "plugins" / "module_utils" / "_plan"))
     import test_envelope_plan_records as replay  # noqa: PLC0415
 
     summary = rep.summarize(fake_record(tmp_path), card_free_gib=95.43, logs_prefix="run5-cost/")

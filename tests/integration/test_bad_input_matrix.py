@@ -1,8 +1,8 @@
 """The wiring of input validation: a bad input ends the play before any host is touched, all errors at once.
 
 Which inputs are refused, and with which words, is decided by one pure function
-(plugins/module_utils/validation_rules.py, ``check_inputs``) and tested case by case in seconds by
-tests/unit/plugins/module_utils/test_validation_rules.py (every case of the former 86-run matrix). These
+(plugins/module_utils/_plan/validation_rules.py, ``check_inputs``) and tested case by case in seconds by
+tests/unit/plugins/module_utils/_plan/test_validation_rules.py (every case of the former 86-run matrix). These
 few real ansible-playbook runs against one lab host (a podman container with systemd, never deployed to)
 prove that each entry playbook, and a role run alone, calls it first:
 

@@ -1,6 +1,6 @@
 """The preflight's task files that carry the plan's GPU decisions out, rendered by ansible-playbook.
 
-tests/unit/plugins/module_utils/test_gpu_preflight_decisions.py proves the decisions through the code a deploy
+tests/unit/plugins/module_utils/_plan/test_gpu_preflight_decisions.py proves the decisions through the code a deploy
 runs (host facts, the plan, the modules) without a playbook; what it cannot prove is that the task files hand
 the plan to those modules as written. Here the plan that test builds (an 8x RTX PRO 6000 Blackwell host choosing
 two GPUs; ct129 with its lost GPU excluded) goes into ansible-playbook as ``sglang_deploy_plan``, and the role's
@@ -20,7 +20,7 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 _SPEC = importlib.util.spec_from_file_location(
-    "gpu_decisions", REPO / "tests/unit/plugins/module_utils/test_gpu_preflight_decisions.py"
+    "gpu_decisions", REPO / "tests/unit/plugins/module_utils/_plan/test_gpu_preflight_decisions.py"
 )
 decisions = importlib.util.module_from_spec(_SPEC)
 sys.path.insert(0, str(REPO / "tests"))  # support.* of the unit test

@@ -5,8 +5,8 @@ compile without nvcc, and an illegal address in a CUDA-graph replay long after t
 import signal
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
-from ansible_collections.specdec.sglang.plugins.module_utils import journal
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal
 from simulator_harness import FAST
 
 SIGKILL = -signal.SIGKILL

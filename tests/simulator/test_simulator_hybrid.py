@@ -8,7 +8,7 @@ import shutil
 import signal
 
 import pytest
-from ansible_collections.specdec.sglang.plugins.module_utils import envelope_plan as ep
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep
 from simulator_harness import FAST
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

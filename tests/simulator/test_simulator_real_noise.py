@@ -4,8 +4,8 @@ simulator's logs the way it reads the real ones (tests/unit/fixtures/sglang-0.5.
 
 import signal
 
-from ansible_collections.specdec.sglang.plugins.module_utils import failure_classifier as fc
-from ansible_collections.specdec.sglang.plugins.module_utils import journal
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier as fc
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import journal
 from simulator_harness import FAST
 
 SIGKILL = -signal.SIGKILL

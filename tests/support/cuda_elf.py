@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build small ELF64 shared objects with a ``.nv_fatbin`` section, for the fatbin reader's tests.
 
-The layout written is the one plugins/module_utils/cuda_fatbin.py reads (its docstring): fatbin
+The layout written is the one plugins/module_utils/_gpu/cuda_fatbin.py reads (its docstring): fatbin
 containers (magic 0xBA55ED50, 16-byte header) of entries with a 64-byte header (kind 1 PTX /
 2 SASS, header size, payload size, the SM at offset 28) and a payload of filler bytes.
 """

@@ -1,8 +1,8 @@
 """Readiness replays of a real sglang log: a fake clock, a watcher whose process dies at its second
 poll (its log the real file), and a prober whose every call is refused (the port is closed)."""
 
-from ansible_collections.specdec.sglang.plugins.module_utils import http_probe
-from ansible_collections.specdec.sglang.plugins.module_utils.unit_state import WatchState
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import http_probe
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_state import WatchState
 
 
 class Clock:

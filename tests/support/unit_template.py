@@ -75,7 +75,7 @@ def owner_values(templar, variables) -> dict:
 
 def release_plan(templar, variables) -> dict:
     """The part of sglang_release_plan's result the templates read (``current_link``), from its owner's function."""
-    from ansible_collections.specdec.sglang.plugins.module_utils import release  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._release import release  # noqa: PLC0415
 
     if "_sglang_service_plan" in variables:
         return variables["_sglang_service_plan"]

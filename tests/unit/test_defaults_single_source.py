@@ -16,7 +16,8 @@ import tempfile
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan, readiness
+from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import readiness
 from ansible_collections.specdec.sglang.plugins.modules import (
     nvidia_gpu_facts,
     sglang_host_facts,
@@ -288,27 +289,27 @@ def test_validation_tasks_carry_no_fallback_defaults_of_their_role_variables(rol
 DERIVED = {
     "state/last_good": (
         re.compile(r"""["']state["']\s*,\s*["']last_good|(\}\}|~\s*["']|\})/state/last_good"""),
-        {"plugins/module_utils/release.py"},
+        {"plugins/module_utils/_release/release.py"},
     ),
     "current": (
         re.compile(r"""["']current["']\s*\)|\}\}/current\b|~\s*["']/current\b"""),
-        {"plugins/module_utils/release.py"},
+        {"plugins/module_utils/_release/release.py"},
     ),
     "uv paths": (
         re.compile(
             r"""["']tools["']\s*,\s*f?["']uv-|/tools/uv-(\{\{|["']\s*~)|["']/?cache/uv["']|["']cache["']\s*,\s*["']uv["']"""
         ),
-        {"plugins/module_utils/deploy_plan.py"},
+        {"plugins/module_utils/_plan/deploy_plan.py"},
     ),
     "release-id pattern": (
         re.compile(r"""(\^\(?|\br["'])\[A-Za-z0-9(_-\]\[A-Za-z0-9)?\._-\]"""),
-        {"plugins/module_utils/release.py"},
+        {"plugins/module_utils/_release/release.py"},
     ),
     "GPU count": (
         re.compile(
             r"sglang_preflight_gpus\s*\|\s*length[^}]{0,200}?sglang_preflight_gpu_count|len\(gpus\)\s*or\s*gpu_count"
         ),
-        {"plugins/module_utils/validation_rules.py"},
+        {"plugins/module_utils/_plan/validation_rules.py"},
     ),
 }
 # The gateway's uv lives under its own root (sglang_gateway_root): its own owner.

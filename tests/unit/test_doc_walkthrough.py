@@ -16,7 +16,7 @@ VARIABLE_PREFIXES = (
     "sglang_patches_",
     "sglang_deploy",
 )
-UTILS = {p.stem for p in (REPO / "plugins" / "module_utils").glob("*.py")}
+UTILS = {p.stem for p in (REPO / "plugins" / "module_utils").glob("_*/*.py")}
 
 
 def named(text):

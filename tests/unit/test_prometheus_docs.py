@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import watchdog
+from ansible_collections.specdec.sglang.plugins.module_utils._readiness import watchdog
 from prometheus_client.parser import text_string_to_metric_families
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "prometheus"

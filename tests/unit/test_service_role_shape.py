@@ -4,7 +4,7 @@ import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TASKS = REPO / "roles" / "sglang_service" / "tasks"
-# 786 lines of task YAML before the decisions moved to plugins/module_utils/release.py.
+# 786 lines of task YAML before the decisions moved to plugins/module_utils/_release/release.py.
 BEFORE = 786
 # Added after that refactor, sequencing and checks only (every decision is in module_utils): the generation
 # watchdog's installation (watch.yml), the deploy's watchdog pause, the stop result of the drain and the rules

@@ -340,7 +340,7 @@ def test_each_set_ships_the_verify_step_it_serves_with(version):
 
 def _records():
     import yaml  # noqa: PLC0415 - the unit venv has PyYAML
-    from ansible_collections.specdec.sglang.plugins.module_utils import deploy_plan  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import deploy_plan  # noqa: PLC0415
 
     sets = sorted(p.parent for p in (REPO / "patchsets").glob("*/patchset.yml"))
     return deploy_plan, [

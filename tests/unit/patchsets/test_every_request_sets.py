@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import patchset as ps
+from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset as ps
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 MAKE = REPO / "scripts" / "make-patchset"

@@ -7,7 +7,7 @@ the multimodal class) turns it on. Given a GPU memory (``SGLANG_SIM_GPU_MEMORY_M
 sglang would see before loading), the start-up computes the pools with sglang's own rule
 (``kv_cache_configurator._profile_available_bytes`` / ``_handle_max_mamba_cache`` /
 ``resolve_max_num_reqs``), written here again on purpose, independently of the collection's planner
-(``plugins/module_utils/envelope_plan.py``): the simulator must refuse what sglang refuses, and
+(``plugins/module_utils/_plan/envelope_plan.py``): the simulator must refuse what sglang refuses, and
 ``tests/simulator/test_simulator_hybrid.py`` checks that the two agree.
 """
 

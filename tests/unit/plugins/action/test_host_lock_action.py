@@ -13,7 +13,7 @@ import types
 import pytest
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdec.sglang.plugins.action import sglang_host_lock as action
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
 from ansible_collections.specdec.sglang.plugins.plugin_utils import controller
 
 

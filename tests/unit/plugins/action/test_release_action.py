@@ -4,7 +4,7 @@ spec and code, no host; the start-to-verdict duration is taken on one clock (the
 import pathlib
 
 import yaml
-from ansible_collections.specdec.sglang.plugins.module_utils import release_steps
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release_steps
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 

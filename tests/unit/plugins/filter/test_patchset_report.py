@@ -1,6 +1,6 @@
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""patchset_report: the deploy report's patch set entries (plugins/module_utils/patchset.py report_entries)."""
+"""patchset_report: the deploy report's patch set entries (module_utils/_patchset/patchset.py report_entries)."""
 
 from ansible_collections.specdec.sglang.plugins.filter.patchset_report import FilterModule
 

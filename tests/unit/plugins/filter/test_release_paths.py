@@ -1,11 +1,11 @@
 # Copyright: specdec maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""release_paths: the release root's paths from their owner (plugins/module_utils/release.py)."""
+"""release_paths: the release root's paths from their owner (plugins/module_utils/_release/release.py)."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.specdec.sglang.plugins.filter.release_paths import FilterModule
-from ansible_collections.specdec.sglang.plugins.module_utils import release
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release
 
 release_paths = FilterModule().filters()["release_paths"]
 

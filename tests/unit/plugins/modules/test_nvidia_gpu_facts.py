@@ -12,7 +12,7 @@ import time
 import pytest
 import yaml
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.specdec.sglang.plugins.module_utils import nvidia_smi
+from ansible_collections.specdec.sglang.plugins.module_utils._gpu import nvidia_smi
 from ansible_collections.specdec.sglang.plugins.modules.nvidia_gpu_facts import ARGUMENT_SPEC, facts_and_selection
 from support.module_run import set_module_args
 

@@ -6,7 +6,7 @@ import json
 import os
 import stat
 
-from ansible_collections.specdec.sglang.plugins.module_utils import host_lock
+from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock
 from ansible_collections.specdec.sglang.plugins.modules import sglang_host_lock
 from support.module_run import run_main, set_module_args
 

@@ -3,7 +3,7 @@
 import json
 import os
 
-from ansible_collections.specdec.sglang.plugins.module_utils import model_integrity as mi
+from ansible_collections.specdec.sglang.plugins.module_utils._host import model_integrity as mi
 from ansible_collections.specdec.sglang.plugins.modules import sglang_model_check
 from support.module_run import run_main, set_module_args
 

@@ -259,7 +259,7 @@ def test_the_running_readiness_job_is_recorded_for_the_next_run(tmp_path):
     import os  # noqa: PLC0415
     import stat  # noqa: PLC0415
 
-    from ansible_collections.specdec.sglang.plugins.module_utils import host_lock  # noqa: PLC0415
+    from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock  # noqa: PLC0415
     from ansible_collections.specdec.sglang.plugins.modules import sglang_readiness as readiness_module  # noqa: PLC0415
 
     path = tmp_path / "readiness.job"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.specdec.sglang.plugins.module_utils import release_steps
+from ansible_collections.specdec.sglang.plugins.module_utils._release import release_steps
 from ansible_collections.specdec.sglang.plugins.modules import (
     sglang_release_judge,
     sglang_release_observe,

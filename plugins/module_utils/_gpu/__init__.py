@@ -1,0 +1,1 @@
+"""GPUs: nvidia-smi parsing, GPU selection, the GPU code (CUDA fatbin) check."""

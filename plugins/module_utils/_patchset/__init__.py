@@ -1,0 +1,1 @@
+"""Patch sets: manifests, the unified diff applier, the verify program run in the release venv."""

@@ -1,0 +1,1 @@
+"""The deploy plan: input validation and its rule table, replicas, envelopes, speculation cost, model config."""

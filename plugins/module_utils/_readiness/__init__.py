@@ -1,0 +1,1 @@
+"""Readiness: the server's process and unit, its journal, HTTP probes, failure classes, the watchdog."""

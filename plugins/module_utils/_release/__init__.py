@@ -1,0 +1,1 @@
+"""Releases: their paths and decisions, the release steps, the files a deploy puts in place."""

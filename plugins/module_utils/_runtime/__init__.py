@@ -1,0 +1,1 @@
+"""The runtime: manifest, requirements, venv probes, coherence with a reference venv, uv."""
