@@ -196,6 +196,20 @@ def rendered_runs(path):
     return [(name, rendered[name]["argv"], rendered[name]["env"]) for name in order if name in rendered]
 
 
+def with_ddtree_env(runs, pairs):
+    """``runs`` with each KEY=VALUE of ``pairs`` added to the DDTREE runs' environment (the others unchanged)."""
+    extra = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError("--ddtree-env takes KEY=VALUE, got %r" % pair)
+        extra[key] = value
+    return [
+        (name, flags, dict(env, **extra) if name.startswith("ddtree-") else env, command)
+        for name, flags, env, command in runs
+    ]
+
+
 def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=None):
     server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port, out=out, command=command)
     try:
@@ -273,6 +287,13 @@ def build_parser():
     p.add_argument("--deadline-s", type=float, default=0, help="start no server after this many seconds (0: none)")
     p.add_argument("--extra-flag", action="append", default=[])
     p.add_argument(
+        "--ddtree-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable for the DDTREE servers only (e.g. SGLANG_DDTREE_TREE_BUILDER=triton), recorded",
+    )
+    p.add_argument(
         "--rendered",
         help="deploy_command_run.py --render-only's JSON: run the deploy's own command and environment per server",
     )
@@ -305,6 +326,7 @@ def main(argv=None):
         runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
     else:
         runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
+    runs = with_ddtree_env(runs, args.ddtree_env)
     for name, flags, run_env, command in runs:
         if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
             results[name] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}

@@ -58,3 +58,12 @@ def test_servers_run_as_the_deploy_runs_them_radix_cache_on():
         assert flags[flags.index("--mamba-radix-cache-strategy") + 1] == "extra_buffer"
         assert "--disable-cuda-graph" not in flags
     assert runs[1][2] == {"SGLANG_DDTREE_BUDGET": "16"} and runs[0][2] == {} and runs[2][2] == {}
+
+
+def test_ddtree_env_reaches_the_ddtree_servers_only():
+    runs = [("dflash", [], {"A": "1"}, None), ("ddtree-n16", [], {"A": "1"}, ["x"]), ("target", [], {}, None)]
+    out = e2e.with_ddtree_env(runs, ["SGLANG_DDTREE_TREE_BUILDER=triton"])
+    assert out[1] == ("ddtree-n16", [], {"A": "1", "SGLANG_DDTREE_TREE_BUILDER": "triton"}, ["x"])
+    assert out[0] == runs[0] and out[2] == runs[2] and runs[1][2] == {"A": "1"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        e2e.with_ddtree_env(runs, ["SGLANG_DDTREE_TREE_BUILDER"])
