@@ -590,6 +590,9 @@ def prefixes_or_none(prefix_lens, interval: int):
     return prefix_lens if interval > 0 else None
 
 
+_triton_commit_failed = False
+
+
 def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
     """commit_eager's values, from one Triton program per request where the tree builder is Triton's."""
     global _triton_commit_failed
@@ -602,9 +605,6 @@ def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_len
             _triton_commit_failed = True
             logger.warning("DDTREE: the Triton commit failed (%r); committing with torch operations instead", exc)
     return commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
-
-
-_triton_commit_failed = False
 
 
 def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
