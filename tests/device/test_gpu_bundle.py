@@ -142,3 +142,13 @@ def test_the_archive_is_the_same_bytes_every_time(tmp_path):
 def test_only_the_two_large_wheels_are_slimmed():
     assert set(gpu_bundle.SLIM) == {"sglang-kernel", "xgrammar"}
     assert gpu_bundle.slim_patterns("dill") == ()
+
+
+def test_lean_leaves_out_flashinfers_jit_headers_only_when_asked():
+    assert gpu_bundle.slim_patterns("flashinfer-python") == ()
+    lean = gpu_bundle.slim_patterns("flashinfer-python", lean=True)
+    assert lean == ("flashinfer/data/cutlass/*", "flashinfer/data/cccl/*")
+    assert gpu_bundle.slim_patterns("xgrammar", lean=True) == gpu_bundle.slim_patterns("xgrammar")
+    assert gpu_bundle.LEAN_ARCHIVE != gpu_bundle.ARCHIVE
+    lock = gpu_bundle.parse_lock(open(gpu_bundle.LOCK, encoding="utf-8").read())
+    assert gpu_bundle.LEAN_SKIP <= {(e["group"], e["name"]) for e in lock}  # names the lock still has
