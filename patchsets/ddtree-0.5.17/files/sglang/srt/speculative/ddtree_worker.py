@@ -237,7 +237,22 @@ class _TreeGraph:
 
 
 _tree_graphs: dict = {}
-_triton_failed = False
+_triton_failed: set = set()  # the ddtree_tree_kernel functions that failed once: not tried again
+
+
+def _triton(name: str, *args, **kwargs):
+    """ddtree_tree_kernel.<name>(...), or None once it has failed (logged once; the caller's torch path
+    gives the same values)."""
+    if name in _triton_failed:
+        return None
+    try:
+        from sglang.srt.speculative import ddtree_tree_kernel
+
+        return getattr(ddtree_tree_kernel, name)(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the torch path gives the same values
+        _triton_failed.add(name)
+        logger.warning("DDTREE: Triton's %s failed (%r); using the torch path for the server's life", name, exc)
+        return None
 
 
 def _graph_arrays(roots, values, indices, prefix_lens, n: int):
@@ -261,17 +276,13 @@ def _kernels_run_on(tensor) -> bool:
 
 
 def _build_arrays(roots, values, indices, prefix_lens, n: int, mask_size: int):
-    """The tree arrays and sglang's FULL mask (``full_mask``) from the configured builder."""
-    global _triton_failed
+    """The tree arrays and sglang's FULL mask (``full_mask``) from the configured builder (a failed Triton
+    builder falls back to the graphed array builder)."""
     builder = tree_builder() if _kernels_run_on(values) else "eager"
-    if builder == "triton" and not _triton_failed:
-        try:
-            from sglang.srt.speculative.ddtree_tree_kernel import build_tree_triton
-
-            return build_tree_triton(roots, values, indices, n, prefix_lens=prefix_lens, full_mask_size=mask_size)
-        except Exception as exc:  # noqa: BLE001 - the array builder gives the same trees
-            _triton_failed = True
-            logger.warning("DDTREE: the Triton tree builder failed (%r); building from a CUDA graph instead", exc)
+    if builder == "triton":
+        arrays = _triton("build_tree_triton", roots, values, indices, n, prefix_lens=prefix_lens, full_mask_size=mask_size)
+        if arrays is not None:
+            return arrays
     if builder == "eager" or not values.is_cuda:
         arrays = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix_lens)
     else:
@@ -570,7 +581,7 @@ def commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens,
     verify_loc_2d = verify_loc.view(bs, int(budget))
     tgt = verify_loc_2d[:, 1:block].contiguous()
     src = torch.where(live[:, 1:], verify_loc[acc_global[:, 1:]], tgt)
-    chosen = ddtree_tree.commit_arrays(accept_index, accept_drafts, budget, prefix_lens=prefixes_or_none(prefix_lens, interval), interval=interval)
+    chosen = ddtree_tree.commit_arrays(accept_index, accept_drafts, budget, prefix_lens=prefix_lens, interval=interval)
     out = {
         "commit_lens": commit_lens,
         "out_tokens": out_tokens,
@@ -586,25 +597,14 @@ def commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens,
     return out
 
 
-def prefixes_or_none(prefix_lens, interval: int):
-    return prefix_lens if interval > 0 else None
-
-
-_triton_commit_failed = False
-
-
 def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
     """commit_eager's values, from one Triton program per request where the tree builder is Triton's."""
-    global _triton_commit_failed
-    if _kernels_run_on(accept_index) and tree_builder() == "triton" and not _triton_commit_failed:
-        try:
-            from sglang.srt.speculative.ddtree_tree_kernel import commit_triton
-
-            return commit_triton(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
-        except Exception as exc:  # noqa: BLE001 - the torch path gives the same values
-            _triton_commit_failed = True
-            logger.warning("DDTREE: the Triton commit failed (%r); committing with torch operations instead", exc)
-    return commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
+    args = (accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
+    if _kernels_run_on(accept_index) and tree_builder() == "triton":
+        out = _triton("commit_triton", *args)
+        if out is not None:
+            return out
+    return commit_eager(*args)
 
 
 def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
