@@ -87,25 +87,25 @@ def block_of(draft):
 
 
 # The tree builder of a DDTREE run, by the name's suffix (SGLANG_DDTREE_TREE_BUILDER): ddtree16 the set's
-# default (the array builder replayed from a CUDA graph), ddtree16t one Triton program per request,
-# ddtree16e the array builder launched op by op.
-BUILDER_SUFFIXES = {"": None, "t": "triton", "e": "eager"}
+# default (one Triton program per request since 2026-12-05), ddtree16t the same named, ddtree16g the array
+# builder replayed from a CUDA graph (the default before), ddtree16e the array builder launched op by op.
+BUILDER_SUFFIXES = {"": None, "t": "triton", "g": "graph", "e": "eager"}
 
 
 def budget_of(run):
-    """N of a DDTREE run (``ddtree16``, ``ddtree16t``, ``ddtree16e``)."""
-    found = re.fullmatch(r"ddtree(\d+)[te]?", run)
+    """N of a DDTREE run (``ddtree16``, ``ddtree16t``, ``ddtree16g``, ``ddtree16e``)."""
+    found = re.fullmatch(r"ddtree(\d+)[tge]?", run)
     return int(found.group(1)) if found else None
 
 
 def builder_of(run):
     """The SGLANG_DDTREE_TREE_BUILDER a DDTREE run sets (None: the set's default, triton)."""
-    found = re.fullmatch(r"ddtree\d+([te]?)", run)
+    found = re.fullmatch(r"ddtree\d+([tge]?)", run)
     return BUILDER_SUFFIXES[found.group(1)] if found else None
 
 
 def valid_run(run):
-    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+[te]?", run) is not None
+    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+[tge]?", run) is not None
 
 
 def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):

@@ -63,8 +63,9 @@ def merge(records):
 
 
 def _n(run):
-    """N of ``ddtree<N>`` / ``ddtree<N>t`` / ``ddtree<N>e`` (the Triton tree builder / the array builder eager)."""
-    return int(run[len("ddtree") :].rstrip("te"))
+    """N of ``ddtree<N>`` / ``ddtree<N>t`` / ``ddtree<N>g`` / ``ddtree<N>e`` (the Triton tree builder, the array
+    builder graphed, the array builder eager)."""
+    return int(run[len("ddtree") :].rstrip("tge"))
 
 
 def label(run):
@@ -75,6 +76,8 @@ def label(run):
             return "DDTREE N=%s, eager array tree builder" % _n(run)
         if run.endswith("t"):
             return "DDTREE N=%s, Triton tree builder" % _n(run)
+        if run.endswith("g"):
+            return "DDTREE N=%s, graphed array tree builder" % _n(run)
         return "DDTREE N=%s" % _n(run)
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 

@@ -170,13 +170,14 @@ def test_a_refused_run_reports_the_planned_size_of_one_request_slot_not_zero():
 
 
 @pytest.mark.parametrize(
-    ("run", "builder", "label"), [("ddtree16e", "eager", "eager array"), ("ddtree16t", "triton", "Triton")]
+    ("run", "builder", "label"),
+    [("ddtree16e", "eager", "eager array"), ("ddtree16g", "graph", "graphed array"), ("ddtree16t", "triton", "Triton")],
 )
 def test_a_suffixed_run_is_the_same_budget_with_another_tree_builder(tmp_path, run, builder, label):
     (tmp_path / "config.json").write_text(json.dumps(btm.real_27b_configs()[2]))
     plain, plain_env = dc.server_flags("/t", tmp_path, "ddtree16", [1, 8])
     flags, env = dc.server_flags("/t", tmp_path, run, [1, 8])
-    assert dc.valid_run(run) and not dc.valid_run("ddtree16x") and not dc.valid_run("ddtree16te")
+    assert dc.valid_run(run) and not any(dc.valid_run(bad) for bad in ("ddtree16x", "ddtree16te", "ddtree16gt"))
     assert flags == plain and dc.budget_of(run) == 16 and rep.label(run).endswith(label + " tree builder")
     assert plain_env == {"SGLANG_DDTREE_BUDGET": "16"} and rep.label("ddtree16") == "DDTREE N=16"
     assert env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_BUILDER": builder}

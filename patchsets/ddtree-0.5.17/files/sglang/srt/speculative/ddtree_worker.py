@@ -8,8 +8,8 @@ instead of verifying the linear chain:
    through the target's lm_head, as DFLASH's argmax does);
 2. per request a tree of N nodes (top-1 chain seeded, then best-first), built on the device for the
    whole batch with no host sync: by ddtree_tree.build_tree_arrays (array operations, static shapes,
-   replayed from a CUDA graph; the default) or by one Triton program per request (ddtree_tree_kernel,
-   SGLANG_DDTREE_TREE_BUILDER=triton); both the same trees as the
+   replayed from a CUDA graph, SGLANG_DDTREE_TREE_BUILDER=graph) or by one Triton program per request
+   (ddtree_tree_kernel; the default); both the same trees as the
    reference ddtree_utils.build_tree (the array builder tested node for node in CI, both on the device);
 3. one target forward over the N nodes in TARGET_VERIFY mode with a tree attention mask (FULL
    layout: N rows x (prefix + N) columns per request; prefix columns allowed, tree columns = the
@@ -178,22 +178,22 @@ def build_tree_tensors(
 
 # Which builder makes each step's trees (SGLANG_DDTREE_TREE_BUILDER; all give the reference's trees, the
 # device check holds each to ddtree_utils.build_tree):
-# - graph (default, proven end to end on the H200: tests/device/records/2026-12-05-h200-ddtree-e2e):
+# - triton (default since 2026-12-05, proven end to end on the H100, compute capability 9.0:
+#   tests/device/records/2026-12-05-h100-ddtree-e2e-triton; on sm_120 compiled to PTX only): one Triton
+#   program per request builds the tree and lays out the FULL mask (ddtree_tree_kernel.build_tree_triton:
+#   0.048 ms graphed, 0.369 ms launched at N=16, batch 1 on the H100, equal to the reference with no host
+#   sync), and another does the commit's bookkeeping (commit_triton); a failed compile or launch falls back
+#   to "graph" / the torch commit for the server's life, said once;
+# - graph (the default until then, proven end to end on the H200: tests/device/records/2026-12-05-h200-ddtree-e2e):
 #   ddtree_tree.build_tree_arrays (~35 launches a round, N - 1 rounds) replayed from a CUDA graph captured per
-#   (batch, N, top-k, block) (1.70 ms at N=16, batch 1 on the H200, 1.78 ms on the H100);
-# - triton (opt-in until an end-to-end record proves it): one Triton program per request builds the tree and
-#   lays out the FULL mask (ddtree_tree_kernel.build_tree_triton: 0.047 ms graphed, 0.338 ms launched at N=16,
-#   batch 1 on the H100, equal to the reference with no host sync:
-#   tests/device/records/2026-12-05-h100-ddtree-triton-tree-check), and another does the commit's
-#   bookkeeping (commit_triton); a failed compile or launch falls back to "graph" / the torch commit for the
-#   server's life, said once;
+#   (batch, N, top-k, block) (1.70 ms at N=16, batch 1 on the H200, 1.82 ms on the H100);
 # - eager: build_tree_arrays launched op by op (14.0 ms at N=16 on the H200).
 ENV_TREE_BUILDER = "SGLANG_DDTREE_TREE_BUILDER"
-TREE_BUILDERS = ("graph", "triton", "eager")
+TREE_BUILDERS = ("triton", "graph", "eager")
 
 
 def tree_builder() -> str:
-    """SGLANG_DDTREE_TREE_BUILDER: graph (default), triton or eager; anything else is refused."""
+    """SGLANG_DDTREE_TREE_BUILDER: triton (default), graph or eager; anything else is refused."""
     value = os.environ.get(ENV_TREE_BUILDER, "").strip().lower() or TREE_BUILDERS[0]
     if value not in TREE_BUILDERS:
         raise ValueError(f"{ENV_TREE_BUILDER}={value!r}: use one of {', '.join(TREE_BUILDERS)}")
