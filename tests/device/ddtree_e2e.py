@@ -5,6 +5,7 @@
 
     ddtree_e2e.py --python VENV/bin/python --target T --draft D --prompts-file P --out DIR
                   [--budgets 8,16] [--prompts 8] [--tokens 128] [--samples 240] [--apply-patchset SET]
+                  [--rounds K] [--ddtree-env KEY=VALUE] [--rendered RENDERED.json]
 
 On the trained tiny hybrid pair (train_tiny_hybrid_pair.py), as the collection deploys: radix cache ON
 with the mamba ``extra_buffer`` strategy, triton attention, the overlap scheduler. One server at a time
@@ -13,7 +14,9 @@ with the mamba ``extra_buffer`` strategy, triton attention, the overlap schedule
 1. **speed** (batch 1): the same held-out prompts one after another, greedy and temperature 1:
    completion tokens / wall per request (prefill included; ``--tokens`` makes it small), the median over
    prompts, the accept length (``spec_accept_length``); the ratio DDTREE / DFLASH per budget (the
-   issue's goal: >= 1.1 at batch 1, greedy).
+   issue's goal: >= 1.1 at batch 1, greedy). ``--rounds K`` runs DFLASH and DDTREE K times, alternating
+   on the same machine, and adds each round's paired ratio and their median (one call's ratio moved by
+   20-30 % between calls on an H100: tests/device/records/2026-12-05-h100-ddtree-e2e-triton).
 2. **greedy lossless**: each speculative server's greedy output_ids against the target's (exact match
    count; a near-tie is not excused here: ddtree_check.py's replay is the lossless proof).
 3. **temperature 1 in distribution**: per prompt ``--samples`` generations of 3 tokens at temperature 1
@@ -210,6 +213,36 @@ def with_ddtree_env(runs, pairs):
     ]
 
 
+def with_rounds(runs, rounds):
+    """``runs`` once, then ``rounds - 1`` more times without the target (its reference and samples are taken
+    once), each later server named ``<name>@<round>``: DFLASH and DDTREE alternate on one machine, so a drift
+    of the machine over minutes moves both sides of a round's ratio alike."""
+    if rounds < 1:
+        raise ValueError("--rounds must be at least 1, got %r" % rounds)
+    out = list(runs)
+    for r in range(2, rounds + 1):
+        out += [("%s@%d" % (name, r), *rest) for name, *rest in runs if name != "target"]
+    return out
+
+
+def base_name(name):
+    """``dflash@2`` -> ``dflash``: the server a later round repeats."""
+    return name.partition("@")[0]
+
+
+def paired_ratios(results, tree, mode):
+    """Per round, ``tree``'s tokens/s over DFLASH's in the same round (None where either side has none)."""
+    ratios = []
+    for name in results:
+        if base_name(name) != "dflash":
+            continue
+        suffix = name[len("dflash") :]
+        a = ((results.get(tree + suffix) or {}).get(mode) or {}).get("tokens_per_s_median")
+        b = ((results[name] or {}).get(mode) or {}).get("tokens_per_s_median")
+        ratios.append(round(a / b, 3) if a and b else None)
+    return ratios
+
+
 def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=None):
     server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port, out=out, command=command)
     try:
@@ -247,10 +280,17 @@ def compare(results, args):
             a = (tree.get(mode) or {}).get("tokens_per_s_median")
             b = (dflash.get(mode) or {}).get("tokens_per_s_median")
             checks["speed_ratio_n%d_%s" % (n, mode)] = round(a / b, 3) if a and b else None
+            paired = paired_ratios(results, "ddtree-n%d" % n, mode)
+            if len(paired) > 1:  # --rounds: every round's ratio, and their median
+                checks["speed_ratio_n%d_%s_rounds" % (n, mode)] = paired
+                measured = [x for x in paired if x is not None]
+                checks["speed_ratio_n%d_%s_median" % (n, mode)] = (
+                    round(statistics.median(measured), 3) if measured else None
+                )
     target_rows = (results.get("target", {}).get("greedy") or {}).get("rows") or []
     for name, res in results.items():
         rows = (res.get("greedy") or {}).get("rows") or []
-        if name != "target" and rows and target_rows:
+        if name != "target" and "@" not in name and rows and target_rows:
             same = sum(1 for x, y in zip(rows, target_rows) if x["output_ids"] == y["output_ids"])
             checks["greedy_identical_%s" % name] = "%d/%d" % (same, len(rows))
     tests = []
@@ -285,6 +325,10 @@ def build_parser():
     p.add_argument("--ready-timeout", type=int, default=300)
     p.add_argument("--apply-patchset")
     p.add_argument("--deadline-s", type=float, default=0, help="start no server after this many seconds (0: none)")
+    p.add_argument(
+        "--rounds", type=int, default=1,
+        help="run the speculative servers this many times, alternating (the target once); ratios paired by round",
+    )  # fmt: skip
     p.add_argument("--extra-flag", action="append", default=[])
     p.add_argument(
         "--ddtree-env",
@@ -326,7 +370,7 @@ def main(argv=None):
         runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
     else:
         runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
-    runs = with_ddtree_env(runs, args.ddtree_env)
+    runs = with_rounds(with_ddtree_env(runs, args.ddtree_env), args.rounds)
     for name, flags, run_env, command in runs:
         if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
             results[name] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}

@@ -67,3 +67,26 @@ def test_ddtree_env_reaches_the_ddtree_servers_only():
     assert out[0] == runs[0] and out[2] == runs[2] and runs[1][2] == {"A": "1"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         e2e.with_ddtree_env(runs, ["SGLANG_DDTREE_TREE_BUILDER"])
+
+
+def test_rounds_alternate_the_speculative_servers_and_pair_their_ratios():
+    runs = [("dflash", [], {}, None), ("ddtree-n16", [], {}, None), ("target", [], {}, None)]
+    named = [name for name, *_ in e2e.with_rounds(runs, 3)]
+    assert named == ["dflash", "ddtree-n16", "target", "dflash@2", "ddtree-n16@2", "dflash@3", "ddtree-n16@3"]
+    assert e2e.with_rounds(runs, 1) == runs
+    with pytest.raises(ValueError, match="at least 1"):
+        e2e.with_rounds(runs, 0)
+
+    def rate(x):
+        return {"greedy": {"tokens_per_s_median": x, "rows": []}}
+
+    # DFLASH drifts 30 % between rounds; the paired ratio does not
+    results = {"dflash": rate(100.0), "ddtree-n16": rate(110.0), "target": rate(50.0)}
+    results.update({"dflash@2": rate(130.0), "ddtree-n16@2": rate(143.0)})
+    results.update({"dflash@3": rate(120.0), "ddtree-n16@3": {"error": "x"}})
+    assert e2e.paired_ratios(results, "ddtree-n16", "greedy") == [1.1, 1.1, None]
+    args = argparse.Namespace(budget_list=[16], dist_run="ddtree-n16", alpha=0.01)
+    checks = e2e.compare(results, args)
+    assert checks["speed_ratio_n16_greedy_rounds"] == [1.1, 1.1, None]
+    assert checks["speed_ratio_n16_greedy_median"] == 1.1 and checks["speed_ratio_n16_greedy"] == 1.1
+    assert not any(k.startswith("greedy_identical_dflash@") for k in checks)
