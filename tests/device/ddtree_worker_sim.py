@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import os
 import pathlib
 import random
 import re
@@ -634,6 +635,45 @@ class Simulation:
             assert self.emitted[b] == greedy(p, len(self.emitted[b]), self.nxt)
 
 
+def triton_check(dw, config, *, broken):
+    """The set's start-up check of its Triton programs (self_check_triton, where the set has them and they can
+    run: CUDA tensors, or a CPU under TRITON_INTERPRET=1), as init_ddtree runs it: equal on this machine, or,
+    with ``broken``, retired (the steps that follow then run the torch path and must stay lossless)."""
+    if not hasattr(dw, "self_check_triton") or os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    if dw.tree_builder() != "triton":
+        return
+    dw._triton_failed.clear()
+    verdicts = dw.self_check_triton(config, torch.device("cpu"))
+    want = {"build_tree_triton"} | ({"commit_triton"} if config.budget >= config.block_size >= 2 else set())
+    assert set(verdicts) == want, verdicts
+    if broken:
+        assert all(v.startswith("differs") for v in verdicts.values()), verdicts
+        assert dw._triton_failed == want, dw._triton_failed
+    else:
+        assert all(v == "equal" for v in verdicts.values()), verdicts
+        assert not dw._triton_failed
+    print("Triton start-up check B=%d N=%d topk=%d: %s" % (config.block_size, config.budget, config.topk, verdicts))
+
+
+def break_triton():
+    """The set's Triton programs made wrong (the sibling links, the KV move's sources shifted by one)."""
+    kernel = sys.modules["sglang.srt.speculative.ddtree_tree_kernel"]
+    build, commit = kernel.build_tree_triton, kernel.commit_triton
+
+    def bad_build(*args, **kwargs):
+        out = build(*args, **kwargs)
+        out["next_sibling"] = out["next_sibling"] + 1
+        return out
+
+    def bad_commit(*args, **kwargs):
+        out = commit(*args, **kwargs)
+        out["move_src"] = out["move_src"] + 1
+        return out
+
+    kernel.build_tree_triton, kernel.commit_triton = bad_build, bad_commit
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", default="patchsets/ddtree-0.5.17")
@@ -642,6 +682,11 @@ def main(argv=None):
     p.add_argument("--dense-only", action="store_true", help="no hybrid runs (a set without hybrid support)")
     p.add_argument("--flatten", action="store_true", help="hybrid toy ignores the tree links (must FAIL)")
     p.add_argument("--chain-commit", action="store_true", help="commit the chain's step (must FAIL)")
+    p.add_argument(
+        "--break-triton", action="store_true",
+        help="(under TRITON_INTERPRET=1) the Triton programs give wrong values: the start-up check must retire them "
+        "and every step must still be lossless on the torch path",
+    )  # fmt: skip
     p.add_argument(
         "--sampled", action="store_true",
         help="every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
@@ -653,8 +698,11 @@ def main(argv=None):
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
     if args.flatten or args.chain_commit:
         cases = [c for c in cases if c[0]]
+    if args.break_triton:
+        break_triton()
     for index, (hybrid, block, budget, topk) in enumerate(cases):
         env = {"SGLANG_DDTREE_BUDGET": str(budget), "SGLANG_DDTREE_TOPK": str(topk)}
+        triton_check(dw, du.resolve_ddtree_config(block, env), broken=args.break_triton)
         # 0.5.23: every other case gets its verify logits deferred (the worker takes the deferred argmax).
         # (not with --sampled: a batch with sampling finishes the gather, as DFLASH's sampling verify does)
         deferred = SGLANG_VERSION[0] == "0.5.23" and index % 2 == 0 and not args.sampled

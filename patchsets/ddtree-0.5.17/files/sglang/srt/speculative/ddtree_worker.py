@@ -607,6 +607,86 @@ def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_len
     return commit_eager(*args)
 
 
+def _self_check_inputs(config: ddtree_utils.DDTreeConfig, device, bs: int = 4, seed: int = 0):
+    """Random draft top-k (ties and -inf included), roots and prefixes for one (bs, N, top-k, B), on ``device``."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    depth, k = config.block_size - 1, config.topk
+    values = -torch.randint(0, 6, (bs, depth, k), generator=gen).to(torch.float32) / 2  # ties at every depth
+    values[torch.rand((bs, depth, k), generator=gen) < 0.1] = -float("inf")
+    values = values.sort(dim=-1, descending=True).values
+    offsets = torch.randint(0, 1000, (bs, depth, 1), generator=gen)
+    indices = offsets + torch.arange(k).view(1, 1, k)  # distinct tokens in each top-k list
+    roots = torch.randint(0, 1000, (bs,), generator=gen)
+    prefix = torch.randint(0, 64, (bs,), generator=gen)
+    return [t.to(device) for t in (roots, values, indices, prefix)]
+
+
+def _differences(got: dict, want: dict, keys, rows=None) -> list:
+    """The keys where ``got`` (Triton's) differs from ``want`` (the torch path's); ``rows`` [bs, N] bool
+    limits the per-node arrays to each request's nodes."""
+    bad = []
+    for key in keys:
+        a, b = got.get(key), want.get(key)
+        if a is None or b is None or tuple(a.shape) != tuple(b.shape):
+            bad.append(key)
+            continue
+        common = torch.float64 if a.is_floating_point() or b.is_floating_point() else torch.int64
+        a, b = a.to(common), b.to(common)
+        if rows is not None and a.dim() == 2 and tuple(a.shape) == tuple(rows.shape):
+            a, b = a[rows], b[rows]
+        if not torch.equal(a, b):
+            bad.append(key)
+    return bad
+
+
+def self_check_triton(config: ddtree_utils.DDTreeConfig, device) -> dict:
+    """At start, on this GPU: Triton's tree builder and commit against the torch path on random inputs of the
+    configured N, top-k and B (the programs are compiled here, before the first request). A program that
+    fails or differs is retired for the server's life (the graphed array builder / the torch commit take
+    over, as after a failed launch), said once; ``{name: "equal" | "differs: keys" | "failed: error"}``.
+    Host reads here are at start-up only; the verify step itself stays free of them."""
+    from sglang.srt.speculative import ddtree_tree_kernel
+
+    n = int(config.budget)
+    result = {}
+    roots, values, indices, prefix = _self_check_inputs(config, device)
+    bs = int(roots.shape[0])
+    mask_size = n * (int(prefix.sum()) + bs * n)
+    try:
+        got = ddtree_tree_kernel.build_tree_triton(roots, values, indices, n, prefix_lens=prefix, full_mask_size=mask_size)
+        want = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix)
+        want = dict(want, full_mask=ddtree_tree.full_mask(want["ancestor_mask"], prefix, mask_size))
+        rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
+        keys = ("num_nodes", "tokens", "depths", "positions", "first_child", "next_sibling")
+        bad = _differences(got, want, keys, rows)
+        if not bad and bool((want["num_nodes"] == n).all()):
+            bad = _differences(got, want, ("full_mask",))
+        result["build_tree_triton"] = "differs: " + ", ".join(bad) if bad else "equal"
+    except Exception as exc:  # noqa: BLE001 - the graphed array builder gives the same trees
+        result["build_tree_triton"] = "failed: %r" % (exc,)
+    block = int(config.block_size)
+    if n >= block >= 2:  # the commit program's domain (a smaller tree commits with torch operations)
+        gen = torch.Generator(device="cpu").manual_seed(1)
+        drafts = torch.randint(0, block, (bs,), generator=gen)
+        cols = torch.arange(block).view(1, block)
+        accept_index = torch.where(cols <= drafts.view(bs, 1), torch.arange(bs).view(bs, 1) * n + cols, -1)
+        predicts = torch.randint(0, 1000, (bs * n,), generator=gen)
+        verify_loc = torch.randperm(bs * n * 4, generator=gen)[: bs * n]
+        args = [t.to(device) for t in (accept_index, drafts, predicts, verify_loc, prefix)]
+        try:
+            got = ddtree_tree_kernel.commit_triton(*args, n, 8)
+            want = commit_eager(*args, n, 8)
+            bad = _differences(got, want, tuple(want))
+            result["commit_triton"] = "differs: " + ", ".join(bad) if bad else "equal"
+        except Exception as exc:  # noqa: BLE001 - the torch commit gives the same values
+            result["commit_triton"] = "failed: %r" % (exc,)
+    for name, verdict in result.items():
+        if verdict != "equal":
+            _triton_failed.add(name)
+            logger.warning("DDTREE: Triton's %s checked at start on this GPU: %s; using the torch path for the server's life", name, verdict)
+    return result
+
+
 def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     """Called from DFlashWorkerV2.__init__: the tree config for DDTREE, None for plain DFLASH."""
     if (server_args.speculative_algorithm or "").upper() != "DDTREE":
@@ -618,4 +698,9 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
         logger.info("DDTREE: tree builder %s (%s)", builder, ENV_TREE_BUILDER)
+    device = torch.device(worker.device)
+    if builder == "triton" and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"):
+        checks = self_check_triton(config, device)
+        if worker.ps.tp_rank == 0 and all(v == "equal" for v in checks.values()):
+            logger.info("DDTREE: Triton's %s equal to the torch path on this GPU (checked at start)", " and ".join(checks))
     return config
