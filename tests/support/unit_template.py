@@ -53,6 +53,15 @@ def trusted(value):
 
 
 def render_unit(launch_style: str, **overrides) -> str:
+    return _render("sglang.service.j2", launch_style, **overrides)
+
+
+def render_env(launch_style: str = "serve", **overrides) -> str:
+    """The unit's EnvironmentFile (sglang.env.j2) as Ansible renders it."""
+    return _render("sglang.env.j2", launch_style, **overrides)
+
+
+def _render(template: str, launch_style: str, **overrides) -> str:
     loader = DataLoader()
     variables = {"ansible_managed": "Ansible managed", "sglang_runtime_root": "/opt/sglang"}
     for name in ("defaults", "vars"):
@@ -61,7 +70,7 @@ def render_unit(launch_style: str, **overrides) -> str:
     variables.update(ALL_OPTIONS_ON, sglang_service_launch_style=launch_style, **overrides)
     templar = Templar(loader=loader, variables=variables)
     templar.available_variables = dict(variables, **owner_values(templar, variables))
-    return templar.template(trust_as_template((ROLE / "templates" / "sglang.service.j2").read_text()))
+    return templar.template(trust_as_template((ROLE / "templates" / template).read_text()))
 
 
 def owner_values(templar, variables) -> dict:

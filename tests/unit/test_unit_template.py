@@ -1,7 +1,7 @@
 """The sglang_service unit template as Ansible renders it (its flags against real sglang: tests/contract/)."""
 
 import pytest
-from support.unit_template import ALL_OPTIONS_ON, exec_start, flags_of, render_unit
+from support.unit_template import ALL_OPTIONS_ON, exec_start, flags_of, render_env, render_unit
 
 
 def test_api_key_is_read_from_the_config_file_never_rendered_or_passed():
@@ -60,3 +60,15 @@ def test_the_sampling_backend_is_rendered_next_to_the_attention_backend(sampling
 def test_empty_backends_leave_sglang_its_own_choice():
     argv = exec_start(render_unit("serve", sglang_service_attention_backend="", sglang_service_sampling_backend=""))
     assert "--attention-backend" not in argv and "--sampling-backend" not in argv
+
+
+def test_the_ddtree_knobs_reach_the_environment_file_only_when_set():
+    env = render_env(sglang_service_speculative_algorithm="DDTREE")
+    assert "SGLANG_DDTREE_TREE_BUILDER" not in env and "SGLANG_DDTREE_BUDGET" not in env  # the set's defaults
+    env = render_env(
+        sglang_service_speculative_algorithm="DDTREE",
+        sglang_service_ddtree_budget=16,
+        sglang_service_ddtree_tree_builder="graph",
+    )
+    lines = env.splitlines()
+    assert 'SGLANG_DDTREE_BUDGET="16"' in lines and 'SGLANG_DDTREE_TREE_BUILDER="graph"' in lines

@@ -341,7 +341,14 @@ def hide_secret(message: str, value) -> str:
 # an error names the envelope, the field, the value found and the rule it broke.
 ENVELOPE_FIELDS = ("context_length", "mem_fraction_static", "max_running_requests", "cuda_graph", "environment")
 ENVELOPE_REQUIRED = ("mem_fraction_static",)
-ENVELOPE_RESERVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "SGLANG_API_KEY", "SGLANG_DDTREE_BUDGET")
+# Set by the sglang_service role from its own variables (the GPU pinning, the key, the DDTree knobs): never in
+# sglang_service_environment or an envelope's environment.
+ENVELOPE_RESERVED_ENVIRONMENT = (
+    "CUDA_VISIBLE_DEVICES",
+    "SGLANG_API_KEY",
+    "SGLANG_DDTREE_BUDGET",
+    "SGLANG_DDTREE_TREE_BUILDER",
+)
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _ONE_LINE = re.compile(r"[^\n\r]*")  # fullmatch: "$" would accept a trailing newline
 _ENVELOPE_USE = {

@@ -32,6 +32,7 @@ from ansible_collections.specdec.sglang.plugins.module_utils._plan.replica_plan 
     replica_list,
 )
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.validation import (
+    ENVELOPE_RESERVED_ENVIRONMENT,
     SpecError,
     check,
     convert,
@@ -132,7 +133,7 @@ ROLE_RULES = {
         "sglang_service_environment": {
             "key_pattern": r"^[A-Z_][A-Z0-9_]*$",
             "means": "environment variable names of [A-Z0-9_]",
-            "keys_not_in": ["CUDA_VISIBLE_DEVICES", "SGLANG_API_KEY", "SGLANG_DDTREE_BUDGET"],
+            "keys_not_in": list(ENVELOPE_RESERVED_ENVIRONMENT),
             "value_pattern": r"^[^\n\r]*$",
             "value_means": "a one-line string, number or boolean",
         },
@@ -390,15 +391,21 @@ def _service_draft_tokens(v: dict) -> list[str]:
 
 def _service_ddtree(v: dict) -> list[str]:
     errors = []
-    algorithm, budget, tp = (
+    algorithm, budget, builder, tp = (
         v["sglang_service_speculative_algorithm"],
         v["sglang_service_ddtree_budget"],
+        v["sglang_service_ddtree_tree_builder"],
         v["sglang_service_tp_size"],
     )
     if budget != 0 and algorithm != "DDTREE":
         errors.append(
             f"sglang_service_ddtree_budget={budget} is for sglang_service_speculative_algorithm=DDTREE only"
             f" (found {algorithm}); allowed with {algorithm}: 0"
+        )
+    if builder and algorithm != "DDTREE":
+        errors.append(
+            f"sglang_service_ddtree_tree_builder={builder} is for sglang_service_speculative_algorithm=DDTREE only"
+            f' (found {algorithm}); allowed with {algorithm}: ""'
         )
     if algorithm == "DDTREE" and tp != 1:
         errors.append(
@@ -662,7 +669,12 @@ CROSS_RULES = (
     ),
     (
         "sglang_service",
-        ("sglang_service_speculative_algorithm", "sglang_service_ddtree_budget", "sglang_service_tp_size"),
+        (
+            "sglang_service_speculative_algorithm",
+            "sglang_service_ddtree_budget",
+            "sglang_service_ddtree_tree_builder",
+            "sglang_service_tp_size",
+        ),
         _service_ddtree,
     ),
     ("sglang_service", ("sglang_service_envelope_ladder", "sglang_service_envelopes"), _service_ladder),

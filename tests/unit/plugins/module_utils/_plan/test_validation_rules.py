@@ -384,6 +384,19 @@ RUNTIME_CASES = [
          "sglang_runtime_core_sources.numpy", "allowed: flashinfer-python, sglang-kernel, torch, triton"),
 ]  # fmt: skip
 CASES += RUNTIME_CASES
+FORMER_MATRIX = list(CASES)  # the 85 cases of the playbook matrix they replaced
+
+# Added since (the DDTree tree builder's variable, 2026-12-05).
+CASES += [
+    case("ddtree-tree-builder-with-dflash", DEPLOY, ["sglang_service_ddtree_tree_builder=graph"],
+         "sglang_service_ddtree_tree_builder", 'allowed with DFLASH: ""'),
+    case("ddtree-tree-builder-unknown", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_tree_builder": "graphs"}'],
+         "sglang_service_ddtree_tree_builder", '"", triton, graph, eager'),
+    case("ddtree-tree-builder-in-the-environment", DEPLOY,
+         ['{"sglang_service_environment": {"SGLANG_DDTREE_TREE_BUILDER": "eager"}}'],
+         "sglang_service_environment", "SGLANG_DDTREE_TREE_BUILDER"),
+]  # fmt: skip
 
 # The cases the deploy plan refuses (specdec.sglang.deploy_plan, after the checks above passed).
 PLAN_CASE_IDS = {
@@ -475,7 +488,7 @@ def test_a_request_the_plan_cannot_serve_passes_the_checks_and_is_refused_by_the
 
 def test_every_case_of_the_former_matrix_is_here_and_every_playbook_has_cases():
     ids = [c.id for c in CASES]
-    assert len(ids) == len(set(ids)) == 85
+    assert len(ids) == len(set(ids)) and len(FORMER_MATRIX) == 85
     assert {c.values[0].playbook for c in CASES} == {DEPLOY, ROLLBACK, STOP}
     assert PLAN_CASE_IDS <= set(ids)
 
