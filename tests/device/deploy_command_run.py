@@ -63,6 +63,7 @@ CASES = {
     "dflash": {},
     "ddtree16": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 16},
     "ddtree8": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 8},
+    "ddtree32": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 32},
 }
 SPECULATIVE_FLAGS = (
     "--speculative-algorithm",
@@ -203,6 +204,7 @@ def render_case(case, args, out, *, uuid):
         # a host serving this draft sets its block size in its inventory, as ct200's sets 16 for the 27B's
         "sglang_service_dflash_block_size": block_size(args.draft),
         **CASES[case],
+        **(ddtree_vars(args) if case.startswith("ddtree") else {}),
     }
     ceiling = max_positions(args.target)
     envelopes = yaml.safe_load((REPO / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())[
@@ -230,7 +232,19 @@ def render_case(case, args, out, *, uuid):
 
 
 # --render-only: the names ddtree_e2e.py gives its servers
-E2E_NAMES = {"dflash": "dflash", "ddtree16": "ddtree-n16", "ddtree8": "ddtree-n8"}
+E2E_NAMES = {"dflash": "dflash", "ddtree16": "ddtree-n16", "ddtree8": "ddtree-n8", "ddtree32": "ddtree-n32"}
+
+
+def ddtree_vars(args) -> dict:
+    """--ddtree-var NAME=VALUE: sglang_service role variables (YAML values) for the DDTREE cases, rendered as a
+    host's inventory would set them (e.g. sglang_service_ddtree_tree_builder=graph)."""
+    out = {}
+    for pair in getattr(args, "ddtree_var", None) or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.startswith("sglang_service_"):
+            raise ValueError("--ddtree-var takes sglang_service_NAME=VALUE, got %r" % pair)
+        out[name] = yaml.safe_load(value)
+    return out
 
 
 def render_only(args, cases, uuid):
@@ -312,6 +326,10 @@ def main(argv=None):
     parser.add_argument("--prompt-count", type=int, default=8)
     parser.add_argument("--tie-gap", type=float, default=0.05)
     parser.add_argument("--startup-timeout", type=float, default=400)
+    parser.add_argument(
+        "--ddtree-var", action="append", default=[], metavar="NAME=VALUE",
+        help="an sglang_service role variable for the DDTREE cases (e.g. sglang_service_ddtree_tree_builder=graph)",
+    )  # fmt: skip
     parser.add_argument(
         "--render-only", type=pathlib.Path, metavar="FILE",
         help="apply the cases' patch sets and write their rendered commands (ddtree_e2e.py --rendered); run nothing",

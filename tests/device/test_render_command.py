@@ -1,9 +1,11 @@
 """render_command: the service's command line and environment as the role renders them for a host."""
 
+import argparse
 import json
 import subprocess
 import sys
 
+import deploy_command_run as dcr
 import pytest
 import render_command as rc
 import yaml
@@ -84,3 +86,20 @@ def test_the_cli_prints_json_and_a_shell_line():
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert shell.startswith("env ") and "CUDA_VISIBLE_DEVICES=GPU-x" in shell and " --port 30001" in shell
+
+
+def test_the_ddtree_tree_builder_variable_reaches_the_services_environment():
+    ddtree = {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 16}
+    assert "SGLANG_DDTREE_TREE_BUILDER" not in rc.render("ct200", overrides=ddtree)["env"]  # the set's default
+    out = rc.render("ct200", overrides=dict(ddtree, sglang_service_ddtree_tree_builder="graph"))
+    assert out["env"]["SGLANG_DDTREE_TREE_BUILDER"] == "graph" and out["env"]["SGLANG_DDTREE_BUDGET"] == "16"
+
+
+def test_deploy_command_runs_ddtree_vars_are_role_variables_with_yaml_values():
+    args = argparse.Namespace(
+        ddtree_var=["sglang_service_ddtree_tree_builder=graph", "sglang_service_ddtree_budget=32"]
+    )
+    assert dcr.ddtree_vars(args) == {"sglang_service_ddtree_tree_builder": "graph", "sglang_service_ddtree_budget": 32}
+    with pytest.raises(ValueError, match="sglang_service_NAME=VALUE"):
+        dcr.ddtree_vars(argparse.Namespace(ddtree_var=["SGLANG_DDTREE_TREE_BUILDER=graph"]))
+    assert dcr.E2E_NAMES.keys() == dcr.CASES.keys()
