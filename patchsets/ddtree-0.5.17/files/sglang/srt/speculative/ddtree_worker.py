@@ -639,47 +639,61 @@ def _differences(got: dict, want: dict, keys, rows=None) -> list:
     return bad
 
 
+def _check_build(kernel, config: ddtree_utils.DDTreeConfig, device) -> str:
+    """build_tree_triton against build_tree_arrays (+ full_mask) on one random batch: "equal" or "differs: keys"."""
+    n = int(config.budget)
+    roots, values, indices, prefix = _self_check_inputs(config, device)
+    bs = int(roots.shape[0])
+    mask_size = n * (int(prefix.sum()) + bs * n)
+    got = kernel.build_tree_triton(roots, values, indices, n, prefix_lens=prefix, full_mask_size=mask_size)
+    want = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix)
+    want = dict(want, full_mask=ddtree_tree.full_mask(want["ancestor_mask"], prefix, mask_size))
+    rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
+    bad = _differences(got, want, ("num_nodes", "tokens", "depths", "positions", "first_child", "next_sibling"), rows)
+    if not bad and bool((want["num_nodes"] == n).all()):  # the mask's layout holds N nodes per request
+        bad = _differences(got, want, ("full_mask",))
+    return "differs: " + ", ".join(bad) if bad else "equal"
+
+
+def _check_commit(kernel, config: ddtree_utils.DDTreeConfig, device, bs: int = 4) -> str:
+    """commit_triton against commit_eager on one random batch (accepted chains of every length, a track
+    interval): "equal" or "differs: keys"."""
+    n, block = int(config.budget), int(config.block_size)
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    drafts = torch.randint(0, block, (bs,), generator=gen)
+    cols = torch.arange(block).view(1, block)
+    accept_index = torch.where(cols <= drafts.view(bs, 1), torch.arange(bs).view(bs, 1) * n + cols, -1)
+    predicts = torch.randint(0, 1000, (bs * n,), generator=gen)
+    verify_loc = torch.randperm(bs * n * 4, generator=gen)[: bs * n]
+    prefix = torch.randint(0, 64, (bs,), generator=gen)
+    args = [t.to(device) for t in (accept_index, drafts, predicts, verify_loc, prefix)]
+    got, want = kernel.commit_triton(*args, n, 8), commit_eager(*args, n, 8)
+    bad = _differences(got, want, tuple(want))
+    return "differs: " + ", ".join(bad) if bad else "equal"
+
+
 def self_check_triton(config: ddtree_utils.DDTreeConfig, device) -> dict:
     """At start, on this GPU: Triton's tree builder and commit against the torch path on random inputs of the
     configured N, top-k and B (the programs are compiled here, before the first request). A program that
     fails or differs is retired for the server's life (the graphed array builder / the torch commit take
     over, as after a failed launch), said once; ``{name: "equal" | "differs: keys" | "failed: error"}``.
     Host reads here are at start-up only; the verify step itself stays free of them."""
-    from sglang.srt.speculative import ddtree_tree_kernel
-
-    n = int(config.budget)
-    result = {}
-    roots, values, indices, prefix = _self_check_inputs(config, device)
-    bs = int(roots.shape[0])
-    mask_size = n * (int(prefix.sum()) + bs * n)
-    try:
-        got = ddtree_tree_kernel.build_tree_triton(roots, values, indices, n, prefix_lens=prefix, full_mask_size=mask_size)
-        want = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix)
-        want = dict(want, full_mask=ddtree_tree.full_mask(want["ancestor_mask"], prefix, mask_size))
-        rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
-        keys = ("num_nodes", "tokens", "depths", "positions", "first_child", "next_sibling")
-        bad = _differences(got, want, keys, rows)
-        if not bad and bool((want["num_nodes"] == n).all()):
-            bad = _differences(got, want, ("full_mask",))
-        result["build_tree_triton"] = "differs: " + ", ".join(bad) if bad else "equal"
-    except Exception as exc:  # noqa: BLE001 - the graphed array builder gives the same trees
-        result["build_tree_triton"] = "failed: %r" % (exc,)
-    block = int(config.block_size)
+    n, block = int(config.budget), int(config.block_size)
+    checks = {"build_tree_triton": _check_build}
     if n >= block >= 2:  # the commit program's domain (a smaller tree commits with torch operations)
-        gen = torch.Generator(device="cpu").manual_seed(1)
-        drafts = torch.randint(0, block, (bs,), generator=gen)
-        cols = torch.arange(block).view(1, block)
-        accept_index = torch.where(cols <= drafts.view(bs, 1), torch.arange(bs).view(bs, 1) * n + cols, -1)
-        predicts = torch.randint(0, 1000, (bs * n,), generator=gen)
-        verify_loc = torch.randperm(bs * n * 4, generator=gen)[: bs * n]
-        args = [t.to(device) for t in (accept_index, drafts, predicts, verify_loc, prefix)]
+        checks["commit_triton"] = _check_commit
+    result = {}
+    try:
+        from sglang.srt.speculative import ddtree_tree_kernel
+    except Exception as exc:  # noqa: BLE001 - no Triton here: the torch path serves
+        ddtree_tree_kernel, result = None, {name: "failed: %r" % (exc,) for name in checks}
+    for name, check in checks.items():
+        if ddtree_tree_kernel is None:
+            break
         try:
-            got = ddtree_tree_kernel.commit_triton(*args, n, 8)
-            want = commit_eager(*args, n, 8)
-            bad = _differences(got, want, tuple(want))
-            result["commit_triton"] = "differs: " + ", ".join(bad) if bad else "equal"
-        except Exception as exc:  # noqa: BLE001 - the torch commit gives the same values
-            result["commit_triton"] = "failed: %r" % (exc,)
+            result[name] = check(ddtree_tree_kernel, config, device)
+        except Exception as exc:  # noqa: BLE001 - the torch path gives the same values
+            result[name] = "failed: %r" % (exc,)
     for name, verdict in result.items():
         if verdict != "equal":
             _triton_failed.add(name)
