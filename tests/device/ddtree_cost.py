@@ -90,22 +90,23 @@ def block_of(draft):
 # default (one Triton program per request since 2026-12-05), ddtree16t the same named, ddtree16g the array
 # builder replayed from a CUDA graph (the default before), ddtree16e the array builder launched op by op.
 BUILDER_SUFFIXES = {"": None, "t": "triton", "g": "graph", "e": "eager"}
+DDTREE_RUN = re.compile(r"ddtree(\d+)([%s]?)" % "".join(BUILDER_SUFFIXES))
 
 
 def budget_of(run):
     """N of a DDTREE run (``ddtree16``, ``ddtree16t``, ``ddtree16g``, ``ddtree16e``)."""
-    found = re.fullmatch(r"ddtree(\d+)[tge]?", run)
+    found = DDTREE_RUN.fullmatch(run)
     return int(found.group(1)) if found else None
 
 
 def builder_of(run):
     """The SGLANG_DDTREE_TREE_BUILDER a DDTREE run sets (None: the set's default, triton)."""
-    found = re.fullmatch(r"ddtree\d+([tge]?)", run)
-    return BUILDER_SUFFIXES[found.group(1)] if found else None
+    found = DDTREE_RUN.fullmatch(run)
+    return BUILDER_SUFFIXES[found.group(2)] if found else None
 
 
 def valid_run(run):
-    return run in RUN_NAMES or re.fullmatch(r"ddtree\d+[tge]?", run) is not None
+    return run in RUN_NAMES or DDTREE_RUN.fullmatch(run) is not None
 
 
 def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):

@@ -34,8 +34,10 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(HERE))
 
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep  # noqa: E402
+from ddtree_cost import budget_of, builder_of  # noqa: E402  (the harness's own run names)
 
 BASELINE = "target"  # the graphed target decode: what a deploy without speculation runs
 FIELD = {"mem_fraction_static": 0.88, "max_running_requests": 16}  # the field's envelope (docs/envelopes.md)
@@ -46,7 +48,7 @@ ORDER = ("target", "target-eager", "dflash")
 def run_key(name):
     if name in ORDER:
         return (ORDER.index(name), 0)
-    return (len(ORDER), _n(name))
+    return (len(ORDER), budget_of(name))
 
 
 def merge(records):
@@ -62,23 +64,16 @@ def merge(records):
     return merged
 
 
-def _n(run):
-    """N of ``ddtree<N>`` / ``ddtree<N>t`` / ``ddtree<N>g`` / ``ddtree<N>e`` (the Triton tree builder, the array
-    builder graphed, the array builder eager)."""
-    return int(run[len("ddtree") :].rstrip("tge"))
+# How a row names the tree builder a DDTREE run set (ddtree_cost.builder_of; None: the set's default).
+BUILDER_LABELS = {"triton": "Triton", "graph": "graphed array", "eager": "eager array"}
 
 
 def label(run):
     if run == "dflash":
         return "DFLASH B=16"
     if run.startswith("ddtree"):
-        if run.endswith("e"):
-            return "DDTREE N=%s, eager array tree builder" % _n(run)
-        if run.endswith("t"):
-            return "DDTREE N=%s, Triton tree builder" % _n(run)
-        if run.endswith("g"):
-            return "DDTREE N=%s, graphed array tree builder" % _n(run)
-        return "DDTREE N=%s" % _n(run)
+        builder = builder_of(run)
+        return "DDTREE N=%s" % budget_of(run) + (", %s tree builder" % BUILDER_LABELS[builder] if builder else "")
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 
 
@@ -194,7 +189,7 @@ def planned_only(record, run, seen_free):
     env = {
         "context_length": 4096, "mem_fraction_static": record["mem_fraction_static"],
         "max_running_requests": max(record["batches"]), "cuda_graph": algo == "DFLASH", "algorithm": algo,
-        "num_draft_tokens": None if algo == "DFLASH" else _n(run), "disable_radix_cache": True,
+        "num_draft_tokens": None if algo == "DFLASH" else budget_of(run), "disable_radix_cache": True,
     }  # fmt: skip
     p = plan(record, None, seen_free[0], env)
     if p.get("error") or not p.get("mamba_slots"):  # refused: no pool to divide, so one request's size
@@ -297,7 +292,7 @@ def plot(summary, path):
     ax2.set_ylabel("accept length needed to break even")
     ax2.set_title("break-even vs the graphed target decode")
     modes = [m for m in summary["modes"] if m["run"].startswith(("dflash", "ddtree"))]
-    ns = [16 if m["run"] == "dflash" else _n(m["run"]) for m in modes]
+    ns = [16 if m["run"] == "dflash" else budget_of(m["run"]) for m in modes]
     meas = [m.get("snapshots_per_slot_gb") for m in modes]
     planned = [m["planned_snapshots_per_slot_gb"] for m in modes]
     ax3.plot([n for n, v in zip(ns, planned) if v is not None], [v for v in planned if v is not None], "o--",
@@ -332,7 +327,7 @@ def plan_only_table(card_free_gib, budgets=(16, 32, 64), h200_free_gib=137.61, r
     ]
     for run in ("dflash", *("ddtree%d" % n for n in budgets)):
         algo = "DFLASH" if run == "dflash" else "DDTREE"
-        n = None if run == "dflash" else _n(run)
+        n = None if run == "dflash" else budget_of(run)
         env = {
             "context_length": 4096,
             "mem_fraction_static": 0.9,

@@ -239,7 +239,7 @@ def ddtree_vars(args) -> dict:
     """--ddtree-var NAME=VALUE: sglang_service role variables (YAML values) for the DDTREE cases, rendered as a
     host's inventory would set them (e.g. sglang_service_ddtree_tree_builder=graph)."""
     out = {}
-    for pair in getattr(args, "ddtree_var", None) or []:
+    for pair in args.ddtree_var:
         name, sep, value = pair.partition("=")
         if not sep or not name.startswith("sglang_service_"):
             raise ValueError("--ddtree-var takes sglang_service_NAME=VALUE, got %r" % pair)

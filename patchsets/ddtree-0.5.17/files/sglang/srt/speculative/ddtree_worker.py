@@ -270,15 +270,15 @@ def _graph_arrays(roots, values, indices, prefix_lens, n: int):
     return graph.replay(roots, values, indices, prefix_lens)
 
 
-def _kernels_run_on(tensor) -> bool:
-    """CUDA tensors; CPU tensors too under TRITON_INTERPRET=1 (Triton's interpreter: the CPU checks)."""
-    return tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+def _kernels_run_on(device) -> bool:
+    """CUDA devices; the CPU too under TRITON_INTERPRET=1 (Triton's interpreter: the CPU checks)."""
+    return torch.device(device).type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _build_arrays(roots, values, indices, prefix_lens, n: int, mask_size: int):
     """The tree arrays and sglang's FULL mask (``full_mask``) from the configured builder (a failed Triton
     builder falls back to the graphed array builder)."""
-    builder = tree_builder() if _kernels_run_on(values) else "eager"
+    builder = tree_builder() if _kernels_run_on(values.device) else "eager"
     if builder == "triton":
         arrays = _triton("build_tree_triton", roots, values, indices, n, prefix_lens=prefix_lens, full_mask_size=mask_size)
         if arrays is not None:
@@ -600,7 +600,7 @@ def commit_eager(accept_index, accept_drafts, predicts, verify_loc, prefix_lens,
 def commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget: int, interval: int = 0):
     """commit_eager's values, from one Triton program per request where the tree builder is Triton's."""
     args = (accept_index, accept_drafts, predicts, verify_loc, prefix_lens, budget, interval)
-    if _kernels_run_on(accept_index) and tree_builder() == "triton":
+    if _kernels_run_on(accept_index.device) and tree_builder() == "triton":
         out = _triton("commit_triton", *args)
         if out is not None:
             return out
@@ -667,7 +667,8 @@ def _check_commit(kernel, config: ddtree_utils.DDTreeConfig, device, bs: int = 4
     verify_loc = torch.randperm(bs * n * 4, generator=gen)[: bs * n]
     prefix = torch.randint(0, 64, (bs,), generator=gen)
     args = [t.to(device) for t in (accept_index, drafts, predicts, verify_loc, prefix)]
-    got, want = kernel.commit_triton(*args, n, 8), commit_eager(*args, n, 8)
+    interval = 8  # a mamba track interval: the track choice is compared too
+    got, want = kernel.commit_triton(*args, n, interval), commit_eager(*args, n, interval)
     bad = _differences(got, want, tuple(want))
     return "differs: " + ", ".join(bad) if bad else "equal"
 
@@ -678,19 +679,11 @@ def self_check_triton(config: ddtree_utils.DDTreeConfig, device) -> dict:
     fails or differs is retired for the server's life (the graphed array builder / the torch commit take
     over, as after a failed launch), said once; ``{name: "equal" | "differs: keys" | "failed: error"}``.
     Host reads here are at start-up only; the verify step itself stays free of them."""
-    n, block = int(config.budget), int(config.block_size)
-    checks = {"build_tree_triton": _check_build}
-    if n >= block >= 2:  # the commit program's domain (a smaller tree commits with torch operations)
-        checks["commit_triton"] = _check_commit
     result = {}
-    try:
-        from sglang.srt.speculative import ddtree_tree_kernel
-    except Exception as exc:  # noqa: BLE001 - no Triton here: the torch path serves
-        ddtree_tree_kernel, result = None, {name: "failed: %r" % (exc,) for name in checks}
-    for name, check in checks.items():
-        if ddtree_tree_kernel is None:
-            break
-        try:
+    for name, check in (("build_tree_triton", _check_build), ("commit_triton", _check_commit)):
+        try:  # a module that cannot load (no Triton) fails both checks alike
+            from sglang.srt.speculative import ddtree_tree_kernel
+
             result[name] = check(ddtree_tree_kernel, config, device)
         except Exception as exc:  # noqa: BLE001 - the torch path gives the same values
             result[name] = "failed: %r" % (exc,)
@@ -712,9 +705,8 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
         logger.info("DDTREE: tree builder %s (%s)", builder, ENV_TREE_BUILDER)
-    device = torch.device(worker.device)
-    if builder == "triton" and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"):
-        checks = self_check_triton(config, device)
+    if builder == "triton" and _kernels_run_on(worker.device):
+        checks = self_check_triton(config, torch.device(worker.device))
         if worker.ps.tp_rank == 0 and all(v == "equal" for v in checks.values()):
             logger.info("DDTREE: Triton's %s equal to the torch path on this GPU (checked at start)", " and ".join(checks))
     return config
