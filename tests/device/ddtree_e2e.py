@@ -5,7 +5,9 @@
 
     ddtree_e2e.py --python VENV/bin/python --target T --draft D --prompts-file P --out DIR
                   [--budgets 8,16] [--prompts 8] [--tokens 128] [--samples 240] [--apply-patchset SET]
-                  [--rounds K] [--ddtree-env KEY=VALUE] [--rendered RENDERED.json]
+                  [--rounds K] [--interleave K [--interleave-only] [--interleave-mem F]]
+                  [--ddtree-env KEY=VALUE] [--rendered RENDERED.json]
+    ddtree_e2e.py --summarize DIR/e2e.json...   (writes DIR/speed-summary.json beside each)
 
 On the trained tiny hybrid pair (train_tiny_hybrid_pair.py), as the collection deploys: radix cache ON
 with the mamba ``extra_buffer`` strategy, triton attention, the overlap scheduler. One server at a time
@@ -17,6 +19,14 @@ with the mamba ``extra_buffer`` strategy, triton attention, the overlap schedule
    issue's goal: >= 1.1 at batch 1, greedy). ``--rounds K`` runs DFLASH and DDTREE K times, alternating
    on the same machine, and adds each round's paired ratio and their median (one call's ratio moved by
    20-30 % between calls on an H100: tests/device/records/2026-12-05-h100-ddtree-e2e-triton).
+   ``--interleave K`` then measures each DDTREE budget against DFLASH with both servers up at once on the
+   GPU (their --mem-fraction-static set to ``--interleave-mem``, DDTREE on the next port; nothing else
+   of the command changes): every prompt goes to both back to back, the order alternating, K times, so
+   the machine's drift (up to 84 % between two starts of one server on an H100:
+   tests/device/records/2026-12-05-h100-ddtree-e2e-block16) moves both sides of every pair alike. The
+   ratio is the geometric mean of the pairs' tokens/s ratios with its 95 % interval (Student t on the
+   log ratios), and the ratio of the summed tokens over the summed wall times. ``--interleave-only``
+   skips the one-at-a-time pass (its lossless and distribution checks then do not run).
 2. **greedy lossless**: each speculative server's greedy output_ids against the target's (exact match
    count; a near-tie is not excused here: ddtree_check.py's replay is the lossless proof).
 3. **temperature 1 in distribution**: per prompt ``--samples`` generations of 3 tokens at temperature 1
@@ -26,7 +36,9 @@ with the mamba ``extra_buffer`` strategy, triton attention, the overlap schedule
    The run passes when the smallest p is above ``--alpha`` / the number of tests (Bonferroni); every p is
    recorded.
 
-Writes DIR/e2e.json and DIR/e2e-summary.txt; server logs in DIR. Stdlib only here (the statistics are
+Writes DIR/e2e.json, DIR/speed-summary.json (every server's summed tokens over summed wall time, the
+accept length weighted by tokens; ``--summarize`` writes it for an older e2e.json) and DIR/e2e-summary.txt;
+server logs in DIR. Stdlib only here (the statistics are
 tested on a CPU: tests/device/test_ddtree_e2e.py). Exit status 0 when the distribution test passes
 and every server ran.
 """
@@ -124,6 +136,118 @@ def distribution_verdict(tests, alpha):
     threshold = alpha / len(tests)
     worst = min(t["p"] for t in tests)
     return {"pass": worst > threshold, "min_p": worst, "threshold": threshold, "tests": len(tests)}
+
+
+def aggregate(rows):
+    """One server's requests taken together: the summed completion tokens over the summed wall times
+    (prefill and HTTP included), the accept length weighted by tokens (tokens over verify steps) and the
+    wall time per verify step. None where a row has no accept length (the target alone)."""
+    tokens = sum(r.get("completion_tokens") or 0 for r in rows)
+    wall = sum(r.get("wall_s") or 0 for r in rows)
+    accepts = [r.get("spec_accept_length") for r in rows]
+    steps = None
+    if rows and all(accepts):
+        steps = sum((r.get("completion_tokens") or 0) / a for r, a in zip(rows, accepts))
+    return {
+        "requests": len(rows),
+        "tokens": tokens,
+        "wall_s": round(wall, 4),
+        "tokens_per_s": round(tokens / wall, 2) if wall else None,
+        "accept_length_by_tokens": round(tokens / steps, 4) if steps else None,
+        "ms_per_step": round(1000 * wall / steps, 3) if steps else None,
+    }
+
+
+# Student t's 97.5 % quantile by degrees of freedom; between two rows the smaller df's (the wider interval).
+_T975 = ((1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (6, 2.447), (7, 2.365), (8, 2.306),
+         (9, 2.262), (10, 2.228), (12, 2.179), (15, 2.131), (20, 2.086), (25, 2.060), (30, 2.042),
+         (40, 2.021), (60, 2.000), (120, 1.980))  # fmt: skip
+
+
+def t975(df):
+    if df < 1:
+        raise ValueError("a t interval needs at least 2 pairs")
+    return [t for d, t in _T975 if d <= df][-1] if df < 1000 else 1.960
+
+
+def rate(row):
+    tokens, wall = row.get("completion_tokens"), row.get("wall_s")
+    return tokens / wall if tokens and wall else None
+
+
+def paired_speed(pairs):
+    """``pairs``: [(a_row, b_row)], the same prompt on server a and on server b back to back. b over a:
+    the geometric mean of the pairs' tokens/s ratios with its 95 % interval (Student t on the log
+    ratios), and the summed tokens over summed wall times of each side."""
+    logs = [math.log(rate(b) / rate(a)) for a, b in pairs if rate(a) and rate(b)]
+    out = {"pairs": len(pairs), "measured": len(logs)}
+    if len(logs) >= 2:
+        mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+        half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+        out.update(
+            ratio_geomean=round(math.exp(mean), 4),
+            ratio_ci95=[round(math.exp(mean - half), 4), round(math.exp(mean + half), 4)],
+            log_ratio_sd=round(sd, 4),
+        )
+    side_a, side_b = aggregate([a for a, _ in pairs]), aggregate([b for _, b in pairs])
+    out.update(a=side_a, b=side_b)
+    if side_a["tokens_per_s"] and side_b["tokens_per_s"]:
+        out["ratio_aggregate"] = round(side_b["tokens_per_s"] / side_a["tokens_per_s"], 4)
+    return out
+
+
+def interleave_order(prompts, repeats):
+    """[(prompt index, b first?)]: every prompt ``repeats`` times, the order of the two servers alternating
+    from one visit to the next and from one prompt to the next (each order equally often when
+    ``prompts * repeats`` is even)."""
+    return [(i, (i + r) % 2 == 1) for r in range(repeats) for i in range(prompts)]
+
+
+def interleave_pairs(runs):
+    """[(DDTREE run, DFLASH run)] for --interleave: every DDTREE budget against the DFLASH run (none without one)."""
+    dflash = [r for r in runs if r[0] == "dflash"]
+    return [(r, dflash[0]) for r in runs if r[0].startswith("ddtree-")] if dflash else []
+
+
+def interleaved_launch(run, port, mem):
+    """(name, flags, env, command) of a run for two servers at once: its --mem-fraction-static ``mem``, a
+    rendered command's --port ``port`` (launch flags get theirs from ddtree_check.Server); nothing else."""
+    name, flags, env, command = run
+    if command is not None:
+        return name, flags, env, with_flag(with_flag(command, "--port", port), "--mem-fraction-static", mem)
+    return name, with_flag(flags, "--mem-fraction-static", mem), env, None
+
+
+def with_flag(argv, flag, value):
+    """``argv`` with ``flag``'s value set to ``value`` (replaced where it is given, else appended)."""
+    out = list(argv)
+    if flag in out:
+        out[out.index(flag) + 1] = str(value)
+    else:
+        out += [flag, str(value)]
+    return out
+
+
+def speed_summary(result):
+    """speed-summary.json: per server and mode, aggregate(rows); per round, DDTREE over DFLASH of the
+    aggregate tokens/s (the same pairing as paired_ratios)."""
+    runs = result.get("runs") or {}
+    servers = {}
+    for name, res in runs.items():
+        for mode in ("greedy", "temperature_1"):
+            rows = ((res or {}).get(mode) or {}).get("rows")
+            if rows:
+                servers.setdefault(name, {})[mode] = aggregate(rows)
+    ratios = {}
+    for name, modes in servers.items():
+        suffix = name[len(base_name(name)) :]
+        ref = servers.get("dflash" + suffix)
+        if base_name(name).startswith("ddtree-") and ref:
+            for mode, agg in modes.items():
+                a, b = (ref.get(mode) or {}).get("tokens_per_s"), agg.get("tokens_per_s")
+                if a and b:
+                    ratios.setdefault(name, {})[mode] = round(b / a, 4)
+    return {"servers": servers, "ratio_over_dflash_same_round": ratios}
 
 
 # --- servers --------------------------------------------------------------------------------------
@@ -271,6 +395,57 @@ def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=No
         server.stop()
 
 
+def run_interleaved(run_a, run_b, args, *, prompts, out, index):
+    """Servers ``run_a`` (DFLASH) and ``run_b`` (a DDTREE budget) up at once, each prompt greedy on both back to
+    back (interleave_order), ``args.interleave`` times; their --mem-fraction-static ``args.interleave_mem`` (a's, b's),
+    b on the next port, a started first. Returns {"a", "b", "rows": [...], "summary": paired_speed}, or {"error"}."""
+    servers = []
+    try:
+        for k, run in enumerate((run_a, run_b)):
+            port = args.port + 10 * index + k
+            name, flags, env, command = interleaved_launch(run, port, args.interleave_mem[k])
+            server = ddtree_check.Server(
+                "%s+%s" % (name, "ab"[k]), args.python, flags, env=env, port=port, out=out, command=command
+            )
+            servers.append(server)
+            log("%s ready in %.1fs (interleaved)" % (server.name, server.wait_ready(args.ready_timeout)))
+        for server in servers:  # first-use compiles, on both before any timing
+            generate(server, prompts[0], 8, 0.0)
+            generate(server, prompts[0], args.tokens, 0.0)
+        rows, pairs = [], []
+        for i, b_first in interleave_order(len(prompts), args.interleave):
+            order = (1, 0) if b_first else (0, 1)
+            got = {k: generate(servers[k], prompts[i], args.tokens, 0.0) for k in order}
+            pairs.append((got[0], got[1]))
+            same = got[0]["output_ids"] == got[1]["output_ids"]
+            slim = {k: {f: v for f, v in got[k].items() if f != "output_ids"} for k in got}
+            rows.append({"prompt": i, "b_first": b_first, "same_output": same, "a": slim[0], "b": slim[1]})
+        summary = paired_speed(pairs)
+        log(
+            "%s / %s interleaved: geometric mean %s, 95 %% interval %s, aggregate %s (%d pairs)"
+            % (run_b[0], run_a[0], summary.get("ratio_geomean"), summary.get("ratio_ci95"),
+               summary.get("ratio_aggregate"), summary["measured"])
+        )  # fmt: skip
+        return {"a": run_a[0], "b": run_b[0], "mem": args.interleave_mem, "rows": rows, "summary": summary}
+    except Exception as exc:  # recorded: the next pair still runs
+        log("%s / %s interleaved FAILED: %r" % (run_b[0], run_a[0], exc))
+        return {"a": run_a[0], "b": run_b[0], "error": repr(exc)}
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def interleaved_pass(pairs, args, *, prompts, out, t0):
+    done = {}
+    for index, (run_b, run_a) in enumerate(pairs):
+        if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
+            done[run_b[0]] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
+            log("%s interleaved skipped (deadline)" % run_b[0])
+            continue
+        done[run_b[0]] = run_interleaved(run_a, run_b, args, prompts=prompts, out=out, index=index)
+    return done
+
+
 def compare(results, args):
     checks = {}
     dflash = results.get("dflash", {})
@@ -287,6 +462,12 @@ def compare(results, args):
                 checks["speed_ratio_n%d_%s_median" % (n, mode)] = (
                     round(statistics.median(measured), 3) if measured else None
                 )
+    for name, pair in (getattr(args, "interleaved", None) or {}).items():
+        summary = pair.get("summary") or {}
+        n = name[len("ddtree-n") :]
+        checks["speed_ratio_n%s_greedy_interleaved" % n] = summary.get("ratio_geomean")
+        checks["speed_ratio_n%s_greedy_interleaved_ci95" % n] = summary.get("ratio_ci95")
+        checks["speed_ratio_n%s_greedy_interleaved_aggregate" % n] = summary.get("ratio_aggregate")
     target_rows = (results.get("target", {}).get("greedy") or {}).get("rows") or []
     for name, res in results.items():
         rows = (res.get("greedy") or {}).get("rows") or []
@@ -305,6 +486,17 @@ def compare(results, args):
     checks["distribution_tests"] = tests
     checks["distribution"] = distribution_verdict(tests, args.alpha)
     return checks
+
+
+def mem_pair(text):
+    """--interleave-mem: two fractions "A,B", each in (0, 1)."""
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("takes two fractions A,B, got %r" % text) from None
+    if not (0 < a < 1 and 0 < b < 1):
+        raise argparse.ArgumentTypeError("fractions in (0, 1), got %r" % text)
+    return a, b
 
 
 def build_parser():
@@ -329,6 +521,16 @@ def build_parser():
         "--rounds", type=int, default=1,
         help="run the speculative servers this many times, alternating (the target once); ratios paired by round",
     )  # fmt: skip
+    p.add_argument(
+        "--interleave", type=int, default=0, metavar="K",
+        help="then each DDTREE budget against DFLASH, both servers up at once, every prompt on both K times",
+    )  # fmt: skip
+    p.add_argument("--interleave-only", action="store_true", help="skip the one-server-at-a-time pass")
+    p.add_argument(
+        "--interleave-mem", type=mem_pair, default=(0.3, 0.6), metavar="A,B",
+        help="--mem-fraction-static of DFLASH and of DDTREE, both up at once (the deploy's value does not fit twice;"
+        " the second is larger: sglang sizes it after the first has taken its share)",
+    )  # fmt: skip
     p.add_argument("--extra-flag", action="append", default=[])
     p.add_argument(
         "--ddtree-env",
@@ -344,10 +546,24 @@ def build_parser():
     return p
 
 
+def summarize(paths):
+    """--summarize: speed-summary.json beside each e2e.json (for a record written before it existed)."""
+    for path in map(pathlib.Path, paths):
+        summary = speed_summary(json.loads(path.read_text()))
+        (path.parent / "speed-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        print("%s: %s" % (path.parent / "speed-summary.json", summary["ratio_over_dflash_same_round"]))
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--summarize"]:
+        return summarize(argv[1:])
     ddtree_check.stop_on_sigterm()
     p = build_parser()
     args = p.parse_args(argv)
+    if args.interleave < 0 or (args.interleave_only and not args.interleave):
+        p.error("--interleave takes K >= 1 repeats; --interleave-only needs it")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.budget_list = [int(b) for b in args.budgets.split(",") if b.strip()]
@@ -370,7 +586,9 @@ def main(argv=None):
         runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
     else:
         runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
-    runs = with_rounds(with_ddtree_env(runs, args.ddtree_env), args.rounds)
+    runs = with_ddtree_env(runs, args.ddtree_env)
+    pairs = interleave_pairs(runs) if args.interleave else []
+    runs = [] if args.interleave_only else with_rounds(runs, args.rounds)
     for name, flags, run_env, command in runs:
         if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
             results[name] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
@@ -379,10 +597,13 @@ def main(argv=None):
         results[name] = run_server(
             name, flags, run_env, args, prompts=prompts, dist_prompts=dist_prompts, out=out, command=command
         )
+    args.interleaved = interleaved_pass(pairs, args, prompts=prompts, out=out, t0=t0)
     result["runs"] = results
+    result["interleaved"] = args.interleaved
     result["checks"] = compare(results, args)
     result["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "e2e.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "speed-summary.json").write_text(json.dumps(speed_summary(result), indent=1) + "\n")
     lines = ["%s: %s" % (k, v) for k, v in result["checks"].items() if k != "distribution_tests"]
     lines += [
         "%s: ready %s s, greedy %s tok/s (accept %s), temperature 1 %s tok/s (accept %s)"
@@ -400,7 +621,8 @@ def main(argv=None):
     ]
     (out / "e2e-summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    ok = result["checks"]["distribution"]["pass"] and not any("error" in r for r in results.values())
+    errors = [r for r in [*results.values(), *args.interleaved.values()] if "error" in r]
+    ok = (result["checks"]["distribution"]["pass"] or args.interleave_only) and not errors
     return 0 if ok else 1
 
 

@@ -3,6 +3,7 @@
 """ddtree_e2e.py's statistics and server plan, on a CPU (the GPU run itself is a device call)."""
 
 import argparse
+import json
 import pathlib
 import random
 import sys
@@ -90,3 +91,164 @@ def test_rounds_alternate_the_speculative_servers_and_pair_their_ratios():
     assert checks["speed_ratio_n16_greedy_rounds"] == [1.1, 1.1, None]
     assert checks["speed_ratio_n16_greedy_median"] == 1.1 and checks["speed_ratio_n16_greedy"] == 1.1
     assert not any(k.startswith("greedy_identical_dflash@") for k in checks)
+
+
+def _row(tokens, wall, accept=None):
+    return {"completion_tokens": tokens, "wall_s": wall, "spec_accept_length": accept}
+
+
+def test_aggregate_sums_tokens_and_wall_and_weights_the_accept_length_by_tokens():
+    rows = [_row(256, 0.5, 4.0), _row(256, 0.25, 16.0)]
+    agg = e2e.aggregate(rows)
+    # 512 tokens in 0.75 s; 64 + 16 = 80 verify steps: 6.4 tokens a step (the mean of requests would say 10)
+    assert agg["tokens_per_s"] == pytest.approx(682.67, abs=0.01)
+    assert agg["accept_length_by_tokens"] == 6.4 and agg["ms_per_step"] == pytest.approx(9.375)
+    target = e2e.aggregate([_row(128, 0.2), _row(128, 0.3)])
+    assert target["tokens_per_s"] == 512.0 and target["accept_length_by_tokens"] is None
+    assert e2e.aggregate([])["tokens_per_s"] is None
+
+
+def test_t_quantiles_widen_for_few_pairs_and_refuse_one():
+    assert e2e.t975(1) == 12.706 and e2e.t975(11) == 2.228 and e2e.t975(5000) == 1.96
+    assert e2e.t975(16) == e2e.t975(15) > e2e.t975(20)  # between rows: the smaller df's, the wider interval
+    with pytest.raises(ValueError, match="2 pairs"):
+        e2e.t975(0)
+
+
+def test_paired_speed_cancels_a_drift_that_moves_both_sides_of_a_pair():
+    rng = random.Random(3)
+    pairs = []
+    for _ in range(32):
+        machine = rng.uniform(0.55, 1.0)  # the machine's speed now: 45 % swings, as on the lent H100
+        wall_a = 0.3 / machine
+        pairs.append((_row(256, wall_a), _row(256, wall_a / (1.12 * rng.uniform(0.98, 1.02)))))
+    out = e2e.paired_speed(pairs)
+    assert out["measured"] == 32 and out["ratio_geomean"] == pytest.approx(1.12, abs=0.01)
+    lo, hi = out["ratio_ci95"]
+    assert 1.1 < lo < 1.12 < hi < 1.14
+    assert out["ratio_aggregate"] == pytest.approx(1.12, abs=0.02)
+    # the same speeds unpaired (b's measured while the machine was elsewhere): no such interval
+    shuffled = [(a, b) for (a, _), (_, b) in zip(pairs, reversed(pairs))]
+    lo2, hi2 = e2e.paired_speed(shuffled)["ratio_ci95"]
+    assert hi2 - lo2 > 5 * (hi - lo)
+    one = e2e.paired_speed(pairs[:1])
+    assert "ratio_geomean" not in one and one["measured"] == 1
+    assert e2e.paired_speed([(_row(0, 0.1), _row(10, 0.1))] * 3)["measured"] == 0
+
+
+def test_interleaving_alternates_which_server_goes_first():
+    order = e2e.interleave_order(8, 3)
+    assert len(order) == 24 and sorted({i for i, _ in order}) == list(range(8))
+    assert sum(first for _, first in order) == 12  # each order equally often when prompts * repeats is even
+    for i in range(8):
+        visits = [first for j, first in order if j == i]
+        assert visits == [bool((i + r) % 2) for r in range(3)]  # a prompt's visits alternate
+
+
+def test_interleaved_servers_change_only_memory_and_port():
+    rendered = ["sglang", "serve", "--port", "30001", "--mem-fraction-static", "0.88", "--max-running-requests", "3"]
+    run = ("ddtree-n32", [], {"SGLANG_DDTREE_BUDGET": "32"}, rendered)
+    name, flags, env, command = e2e.interleaved_launch(run, 31711, 0.6)
+    assert command == [
+        "sglang",
+        "serve",
+        "--port",
+        "31711",
+        "--mem-fraction-static",
+        "0.6",
+        "--max-running-requests",
+        "3",
+    ]
+    assert (name, flags, env) == run[:3] and rendered[3] == "30001"
+    _n, flags, _e, command = e2e.interleaved_launch(("dflash", ["--x", "1"], {}, None), 31710, 0.3)
+    assert flags == ["--x", "1", "--mem-fraction-static", "0.3"] and command is None
+    runs = [
+        ("dflash", [], {}, None),
+        ("ddtree-n32", [], {}, None),
+        ("target", [], {}, None),
+        ("ddtree-n16", [], {}, None),
+    ]
+    assert [(b[0], a[0]) for b, a in e2e.interleave_pairs(runs)] == [("ddtree-n32", "dflash"), ("ddtree-n16", "dflash")]
+    assert e2e.interleave_pairs(runs[1:]) == []
+    assert e2e.mem_pair("0.3,0.6") == (0.3, 0.6)
+    for bad in ("0.3", "0.3,1.2", "a,b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            e2e.mem_pair(bad)
+
+
+def test_interleaved_ratios_reach_the_checks():
+    args = argparse.Namespace(budget_list=[32], dist_run="ddtree-n32", alpha=0.01)
+    args.interleaved = {
+        "ddtree-n32": {"summary": {"ratio_geomean": 1.13, "ratio_ci95": [1.1, 1.16], "ratio_aggregate": 1.12}}
+    }
+    checks = e2e.compare({}, args)
+    assert checks["speed_ratio_n32_greedy_interleaved"] == 1.13
+    assert checks["speed_ratio_n32_greedy_interleaved_ci95"] == [1.1, 1.16]
+    assert checks["speed_ratio_n32_greedy_interleaved_aggregate"] == 1.12
+    assert e2e.build_parser().parse_args(
+        ["--python", "p", "--target", "t", "--draft", "d", "--prompts-file", "f", "--out", "o", "--interleave", "4"]
+    ).interleave_mem == (0.3, 0.6)
+
+
+def test_speed_summary_pairs_each_round_by_summed_tokens_and_wall(tmp_path):
+    def server(tokens_per_s, accept):
+        return {"greedy": {"rows": [_row(256, 256 / tokens_per_s, accept)] * 2}}
+
+    result = {"runs": {
+        "dflash": server(600.0, 4.0), "ddtree-n32": server(660.0, 4.5), "target": server(500.0, None),
+        "dflash@2": server(900.0, 4.0), "ddtree-n32@2": server(990.0, 4.5), "ddtree-n16@2": {"error": "x"},
+    }}  # fmt: skip
+    out = e2e.speed_summary(result)
+    assert out["ratio_over_dflash_same_round"] == {"ddtree-n32": {"greedy": 1.1}, "ddtree-n32@2": {"greedy": 1.1}}
+    assert out["servers"]["target"]["greedy"]["accept_length_by_tokens"] is None
+    path = tmp_path / "call" / "e2e.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(result))
+    assert e2e.main(["--summarize", str(path)]) == 0
+    written = json.loads((path.parent / "speed-summary.json").read_text())
+    assert written["ratio_over_dflash_same_round"]["ddtree-n32@2"] == {"greedy": 1.1}
+
+
+def test_an_interleaved_pass_starts_both_servers_sends_each_prompt_to_both_and_stops_them(monkeypatch, tmp_path):
+    started, stopped, sent = [], [], []
+
+    class FakeServer:
+        def __init__(self, name, python, flags, *, env, port, out, command=None):
+            self.name, self.port, self.command = name, port, command
+            started.append((name, port, command))
+
+        def wait_ready(self, timeout):
+            return 1.0
+
+        def stop(self):
+            stopped.append(self.name)
+
+    def fake_generate(server, ids, tokens, temperature):
+        sent.append((server.name, ids[0], tokens))
+        speed = 1000.0 if server.name.startswith("ddtree") else 900.0
+        return {"output_ids": [1, 2], "completion_tokens": tokens, "spec_accept_length": 4.0, "wall_s": tokens / speed}
+
+    monkeypatch.setattr(e2e.ddtree_check, "Server", FakeServer)
+    monkeypatch.setattr(e2e, "generate", fake_generate)
+    rendered = ["sglang", "serve", "--port", "30001", "--mem-fraction-static", "0.88"]
+    runs = [("dflash", [], {}, rendered), ("ddtree-n32", [], {}, rendered)]
+    argv = "--python p --target t --draft d --prompts-file f --interleave 2 --tokens 64 --port 31700".split()
+    args = e2e.build_parser().parse_args([*argv, "--out", str(tmp_path)])
+    done = e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10], [11], [12]], out=tmp_path, t0=0)
+    res = done["ddtree-n32"]
+    assert [(n, p) for n, p, _c in started] == [("dflash+a", 31700), ("ddtree-n32+b", 31701)]
+    assert started[0][2][3:6] == ["31700", "--mem-fraction-static", "0.3"] and started[1][2][5] == "0.6"
+    assert sorted(stopped) == ["ddtree-n32+b", "dflash+a"]
+    timed = sent[4:]  # after two warm-up requests on each server
+    assert len(timed) == 12 and {(n[0], i) for n, i, _t in timed} == {(s, i) for s in "dd" for i in (10, 11, 12)}
+    assert [n for n, i, _t in timed[:2]] == ["dflash+a", "ddtree-n32+b"] and timed[2][0] == "ddtree-n32+b"
+    assert res["summary"]["ratio_geomean"] == pytest.approx(1000 / 900, abs=1e-3)
+    assert all(r["same_output"] and "output_ids" not in r["a"] for r in res["rows"])
+
+    def broken(self, timeout):
+        raise RuntimeError("exited with -9 before ready")
+
+    monkeypatch.setattr(FakeServer, "wait_ready", broken)
+    stopped.clear()
+    failed = e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10]], out=tmp_path, t0=0)
+    assert "before ready" in failed["ddtree-n32"]["error"] and stopped == ["dflash+a"]
