@@ -7,9 +7,11 @@ ddtree_utils.build_tree), then adds the best-scoring other nodes. An accepted no
 is therefore on the chain exactly when its index in the request's tree is j; any other index is a node
 DFLASH would not have verified (off the chain), and so are all accepted nodes below it.
 
-With SPECDEC_DDTREE_ACCEPT_STATS=PATH in a server's environment, tests/device/sitecustomize wraps
-sglang's ``eagle_utils.verify_tree_greedy_func`` (what the set's verify step calls) with
-``wrap_verify``: after each call the accepted paths are read once to the host, counted, and the running
+A server counted this way runs with ``server_env``: SPECDEC_DDTREE_ACCEPT_STATS=PATH and, first on its
+PYTHONPATH, tests/device/sglang_plugin, whose dist-info registers ``sglang_plugin`` under sglang's own plugin
+entry point group (``sglang.srt.plugins``; sglang loads its plugins in every process it starts, the scheduler's
+included). ``sglang_plugin`` wraps sglang's ``eagle_utils.verify_tree_greedy_func`` (what the set's verify step
+calls) with ``wrap_verify``: after each call the accepted paths are read once to the host, counted, and the running
 totals rewritten to PATH (one small JSON file per server). The counting is pure Python (tested on a CPU
 by tests/device/test_ddtree_accept_stats.py); reading the paths costs one device-to-host copy per
 step, so a server counted this way is not timed.
@@ -21,6 +23,8 @@ import json
 import os
 
 ENV = "SPECDEC_DDTREE_ACCEPT_STATS"
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLUGIN_DIR = os.path.join(HERE, "sglang_plugin")  # the dist-info whose entry point names sglang_plugin
 FIELDS = ("verify_calls", "request_steps", "accepted_drafts", "off_chain_accepted", "request_steps_off_chain")
 
 
@@ -99,3 +103,21 @@ def wrap_verify(func, path):
 
     counted.__wrapped__ = func
     return counted
+
+
+def sglang_plugin():
+    """sglang's plugin hook (entry point group ``sglang.srt.plugins``): with ENV set, count every verify call."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    from sglang.srt.speculative import eagle_utils  # noqa: PLC0415 - only in a server that sglang started
+
+    if not hasattr(eagle_utils.verify_tree_greedy_func, "__wrapped__"):
+        eagle_utils.verify_tree_greedy_func = wrap_verify(eagle_utils.verify_tree_greedy_func, path)
+
+
+def server_env(env, path):
+    """``env`` for a server whose accepted nodes are counted into ``path``: ENV set, the plugin's dist-info and
+    this folder first on PYTHONPATH (nothing else changes; a server without it runs as deployed)."""
+    pythonpath = [PLUGIN_DIR, HERE, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    return dict(env, **{ENV: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)})

@@ -402,8 +402,8 @@ def build_parser():
     p.add_argument("--readiness", action="store_true", help="judge the first DDTREE server by sglang_readiness")
     p.add_argument(
         "--count-off-chain", action="store_true",
-        help="count each DDTREE server's accepted nodes on / off the top-1 chain (ddtree_accept_stats.py; "
-        "needs tests/device/sitecustomize on PYTHONPATH)",
+        help="count each DDTREE server's accepted nodes on / off the top-1 chain (ddtree_accept_stats.py, loaded "
+        "by sglang's own plugin entry points; such a server is not timed)",
     )  # fmt: skip
     p.set_defaults(exclude_ids=set())
     return p
@@ -486,7 +486,7 @@ def plan_runs(args, budgets):
     for b in budgets:
         flags = [*common, "--speculative-algorithm", "DDTREE", *spec]
         env = {"SGLANG_DDTREE_BUDGET": str(b)}
-        if args.count_off_chain:
+        if args.count_off_chain:  # server_env: sglang's plugin hook, through tests/device/sglang_plugin
             env[ddtree_accept_stats.ENV] = str(accept_stats_path(pathlib.Path(args.out), "ddtree-n%d" % b))
         runs.append(("ddtree-n%d" % b, flags, env, False))
     runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
@@ -498,6 +498,14 @@ def plan_runs(args, budgets):
         name, flags, env, want = runs[first]
         runs[first] = (name, [f for f in flags if f != "--skip-tokenizer-init"], env, want)
     return runs
+
+
+def server_env(base_env, extra_env):
+    """A run's environment: ``extra_env`` over ``base_env``; a counted run (ddtree_accept_stats.ENV) also gets
+    the accept-stats plugin on its PYTHONPATH (ddtree_accept_stats.server_env)."""
+    env = dict(base_env, **extra_env)
+    counted = extra_env.get(ddtree_accept_stats.ENV)
+    return ddtree_accept_stats.server_env(env, counted) if counted else env
 
 
 def accept_stats_path(out, name):
@@ -535,7 +543,7 @@ def run_servers(args, runs, prompts, out):
     base_env.pop("SGLANG_DDTREE_BUDGET", None)
     results = {}
     for i, (name, flags, extra_env, want_logprobs) in enumerate(runs):
-        server = Server(name, args.python, flags, env=dict(base_env, **extra_env), port=args.port + i, out=out)
+        server = Server(name, args.python, flags, env=server_env(base_env, extra_env), port=args.port + i, out=out)
         try:
             results[name] = run_one(server, name, prompts, args, results=results, want_logprobs=want_logprobs)
         except Exception as exc:
@@ -604,7 +612,7 @@ def run_servers_at_once(args, runs, prompts, out):
         judged = next((n for n, *_ in runs if n.startswith("ddtree")), None)
     try:
         for i, (name, flags, extra_env, _want) in enumerate(runs):
-            env = dict(base_env, **extra_env)
+            env = server_env(base_env, extra_env)
             servers[name] = Server(name, args.python, flags, env=env, port=args.port + i, out=out)
             time.sleep(2)  # staggered: sglang picks its internal ports at start
             # --mem-fraction-static is a share of the memory free at a server's own profile: the next

@@ -16,8 +16,7 @@ rendered argv without its speculative flags) by ``lossless_check.compare``.
 
 What differs from a host, written into the record as ``deviations``: the release venv is the
 scratch site (``SITE/bin/sglang`` with ``PYTHONPATH=SITE``, the machine's torch), CUDA_HOME /
-LIBRARY_PATH / LD_LIBRARY_PATH point at the machine's CUDA runtime, the device-only transformers
-compatibility shim (tests/device/sitecustomize) is on PYTHONPATH, the service user is root.
+LIBRARY_PATH / LD_LIBRARY_PATH point at the machine's CUDA runtime, the service user is root.
 
 Writes DIR/deploy-command.json (with the provenance: commit, GPU, compute capability, driver) and
 DIR/server-<case>.log; exit 0 when every case was ready and lossless.
@@ -131,7 +130,7 @@ def service_env(rendered, site):
         if env.get(name):
             pathlib.Path(env[name]).mkdir(parents=True, exist_ok=True)
     deviations = {
-        "PYTHONPATH": os.pathsep.join([str(HERE / "sitecustomize"), str(site)]),
+        "PYTHONPATH": str(site),
         "CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda"),
         "LIBRARY_PATH": os.environ.get("LIBRARY_PATH", ""),
         "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""),

@@ -3,7 +3,9 @@
 # Sourced by the device scripts that run sglang outside Ansible (run-ddtree, run-readiness-real):
 # sglang 0.5.17 and its dependencies from the carried GPU bundle (.device/carry/gpu-bundle.tar.xz,
 # scripts/gpu-bundle) installed --no-deps into a scratch site on top of the machine's torch venv,
-# and the environment to run it. Expects $out (a results directory); sets $py and $site.
+# and the environment to run it. The site comes first on PYTHONPATH, so its transformers (sglang's pin,
+# 5.12.1) and tokenizers stand in front of the machine's newer ones, as the release venv's do on a host;
+# nothing else changes how Python runs. Expects $out (a results directory); sets $py and $site.
 py=${SPECDEC_TORCH_PYTHON:-/opt/torch/.venv/bin/python}
 site=/tmp/specdec-ddtree/site
 scratch_wh=/tmp/specdec-ddtree/bundle
@@ -14,20 +16,6 @@ if [ ! -f "$site/sglang/__init__.py" ]; then
   "$py" -m pip install -q --no-deps --no-index --no-compile --target "$site" "$scratch_wh"/wheelhouse/*.whl \
     >"$out/pip.log" 2>&1 || { tail -20 "$out/pip.log"; exit 3; }
 fi
-# transformers on the machine already registers configs that sglang 0.5.17 registers again.
-cat >"$site/sitecustomize.py" <<'PY'
-try:
-    from transformers import AutoConfig as _AutoConfig
-
-    _register = _AutoConfig.register
-
-    def _register_exist_ok(model_type, config, exist_ok=False):
-        return _register(model_type, config, exist_ok=True)
-
-    _AutoConfig.register = staticmethod(_register_exist_ok)
-except Exception:  # noqa: BLE001 - only a convenience for this scratch site
-    pass
-PY
 echo "install $((SECONDS - scratch_start))s" | tee "$out/timings.txt"
 torch_site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 cudart=/tmp/specdec-ddtree/cudart; mkdir -p "$cudart"

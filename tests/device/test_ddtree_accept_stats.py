@@ -1,7 +1,8 @@
 """Counting DDTREE's accepted nodes on and off the top-1 chain (tests/device/ddtree_accept_stats.py), on a CPU.
 
-The device run reads these counts from a real server through tests/device/sitecustomize; here the
-counting is checked on hand-built paths, and the hook on a stand-in for sglang's eagle_utils module.
+The device run reads these counts from a real server through sglang's own plugin entry points
+(tests/device/sglang_plugin); here the counting is checked on hand-built paths, and the plugin, found the way
+sglang's load_plugins finds it (importlib.metadata's entry points), on a stand-in for sglang's eagle_utils.
 """
 
 import json
@@ -72,6 +73,9 @@ FAKE_EAGLE_UTILS = textwrap.dedent(
 CALL = textwrap.dedent(
     """
     import sys
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="sglang.srt.plugins"):  # what sglang.srt.plugins.load_plugins does
+        ep.load()()
     from sglang.srt.speculative import eagle_utils as eu
     idx = eu.T([list(range(8))])
     out = eu.verify_tree_greedy_func(predicts="p", accept_index=None, accept_token_num=None, candidates=None,
@@ -90,24 +94,33 @@ def _fake_sglang(root):
     (pkg / "eagle_utils.py").write_text(FAKE_EAGLE_UTILS)
 
 
-def _run(root, env_extra):
+def _run(root, stats_path=None):
     env = {k: v for k, v in os.environ.items() if k != das.ENV}
-    env.update(PYTHONPATH=os.pathsep.join([str(HERE / "sitecustomize"), str(root)]), **env_extra)
+    env["PYTHONPATH"] = str(root)
+    if stats_path is not None:
+        env = das.server_env(env, stats_path)
     return subprocess.run([sys.executable, "-c", CALL], env=env, capture_output=True, text=True, check=True).stdout
 
 
-def test_the_sitecustomize_hook_counts_a_verify_call(tmp_path):
+def test_the_plugin_found_by_sglangs_entry_points_counts_a_verify_call(tmp_path):
     _fake_sglang(tmp_path)
     stats_path = tmp_path / "stats.json"
-    out = _run(tmp_path, {das.ENV: str(stats_path)})
+    out = _run(tmp_path, stats_path)
     assert out.split() == ["p", "True"]  # the result passes through, the function is wrapped
     stats = json.loads(stats_path.read_text())
     assert (stats["accepted_drafts"], stats["off_chain_accepted"]) == (2, 1)
 
 
-def test_without_the_variable_nothing_is_wrapped(tmp_path):
+def test_a_server_not_counted_runs_without_the_plugin(tmp_path):
     _fake_sglang(tmp_path)
-    assert _run(tmp_path, {}).split() == ["p", "False"]
+    assert _run(tmp_path).split() == ["p", "False"]
+    env = das.server_env({"PYTHONPATH": "/site", "A": "1"}, tmp_path / "s.json")
+    assert env["PYTHONPATH"].split(os.pathsep) == [das.PLUGIN_DIR, str(HERE), "/site"] and env["A"] == "1"
+    # the variable alone (no plugin on the path) counts nothing, and the plugin without it wraps nothing
+    env = {k: v for k, v in os.environ.items() if k != das.ENV}
+    env.update(PYTHONPATH=os.pathsep.join([das.PLUGIN_DIR, str(HERE), str(tmp_path)]))
+    run = subprocess.run([sys.executable, "-c", CALL], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["p", "False"]
 
 
 def test_the_device_check_holds_the_counts_to_what_the_server_reported():
@@ -143,3 +156,13 @@ def test_the_recorded_h200_counts_pass_with_the_overlap_step_each_request_is_ver
         for steps in (res["accept_stats"]["request_steps"] + 1, check["reported_steps"] - 1):
             stats = res["accept_stats"] | {"request_steps": steps}
             assert not ddtree_check.accept_stats_check(res | {"accept_stats": stats}, block=4)["pass"]
+
+
+def test_the_device_check_gives_the_plugin_to_counted_servers_only():
+    import ddtree_check  # noqa: PLC0415 - tests/device, stdlib only
+
+    base = {"PYTHONPATH": "/site", "HF_HUB_OFFLINE": "1"}
+    counted = ddtree_check.server_env(base, {"SGLANG_DDTREE_BUDGET": "16", das.ENV: "/out/a.json"})
+    assert counted["PYTHONPATH"].split(os.pathsep)[0] == das.PLUGIN_DIR and counted[das.ENV] == "/out/a.json"
+    assert ddtree_check.server_env(base, {"SGLANG_DDTREE_BUDGET": "16"}) == dict(base, SGLANG_DDTREE_BUDGET="16")
+    assert (pathlib.Path(das.PLUGIN_DIR) / "specdec_device_plugin-0.dist-info" / "entry_points.txt").is_file()

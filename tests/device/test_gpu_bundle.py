@@ -144,10 +144,11 @@ def test_only_the_two_large_wheels_are_slimmed():
     assert gpu_bundle.slim_patterns("dill") == ()
 
 
-def test_lean_leaves_out_flashinfers_jit_headers_only_when_asked():
-    assert gpu_bundle.slim_patterns("flashinfer-python") == ()
+def test_lean_leaves_out_flashinfers_jit_headers_and_sglangs_diffusion_runtime_only_when_asked():
+    assert gpu_bundle.slim_patterns("flashinfer-python") == () and gpu_bundle.slim_patterns("sglang") == ()
     lean = gpu_bundle.slim_patterns("flashinfer-python", lean=True)
     assert lean == ("flashinfer/data/cutlass/*", "flashinfer/data/cccl/*")
+    assert gpu_bundle.slim_patterns("sglang", lean=True) == ("sglang/multimodal_gen/*", "sglang/srt/grpc/_core.*")
     assert gpu_bundle.slim_patterns("xgrammar", lean=True) == gpu_bundle.slim_patterns("xgrammar")
     assert gpu_bundle.LEAN_ARCHIVE != gpu_bundle.ARCHIVE
     lock = gpu_bundle.parse_lock(open(gpu_bundle.LOCK, encoding="utf-8").read())

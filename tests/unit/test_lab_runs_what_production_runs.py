@@ -7,10 +7,14 @@ import-path hook), ship a connection plugin of its own, or point Ansible at one.
 them; the tests below run it on the repository and prove on a small tree that it finds each kind.
 
 The hook names are built from parts so that a ``git grep`` for them finds no such hook in this
-repository either (only the device harness's own, under tests/device, and the docs describing it).
+repository either: the device harness runs what the deploy renders too (since 2026-12-05 its bundle brings
+sglang's pinned transformers instead of a start-up shim, and its one instrument, the accept-stats counter,
+is an sglang plugin loaded through sglang's own entry points). Only the device records, which keep what
+earlier runs had, still name the shim.
 """
 
 import pathlib
+import subprocess
 
 import ansible
 import pytest
@@ -106,6 +110,19 @@ def builtin_redirect(plugin_type, name):
 
 def test_no_lab_or_molecule_file_changes_a_lab_hosts_python_or_ansible():
     assert hooks_in(REPO) == []
+
+
+def test_no_tracked_file_carries_a_start_up_hook_or_names_one():
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
+    files = [
+        f
+        for f in tracked.split("\0")
+        if f and not f.startswith("tests/device/records/") and not (REPO / f).is_symlink() and (REPO / f).is_file()
+    ]
+    assert len(files) > 500, "git ls-files listed %d files" % len(files)
+    found = [(rel, what) for rel, what in hooks_in(REPO, files) if "mentions sys." not in what]
+    mine = pathlib.Path(__file__).relative_to(REPO).as_posix()  # names the settings it looks for
+    assert [(rel, what) for rel, what in found if rel != mine] == []
 
 
 def test_lab_hosts_are_reached_through_containers_podman_only():
