@@ -63,6 +63,8 @@ CASES = {
     "ddtree16": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 16},
     "ddtree8": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 8},
     "ddtree32": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 32},
+    # the tiny pair's verify is host-bound, so a wider tree costs it little: N=64 asks what more breadth buys
+    "ddtree64": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 64},
 }
 SPECULATIVE_FLAGS = (
     "--speculative-algorithm",
@@ -231,7 +233,7 @@ def render_case(case, args, out, *, uuid):
 
 
 # --render-only: the names ddtree_e2e.py gives its servers
-E2E_NAMES = {"dflash": "dflash", "ddtree16": "ddtree-n16", "ddtree8": "ddtree-n8", "ddtree32": "ddtree-n32"}
+E2E_NAMES = {"dflash": "dflash", **{c: "ddtree-n%s" % c[len("ddtree") :] for c in CASES if c.startswith("ddtree")}}
 
 
 def ddtree_vars(args) -> dict:
