@@ -230,7 +230,7 @@ def with_flag(argv, flag, value):
 
 def speed_summary(result):
     """speed-summary.json: per server and mode, aggregate(rows); per round, DDTREE over DFLASH of the
-    aggregate tokens/s (the same pairing as paired_ratios)."""
+    aggregate tokens/s (the same pairing as paired_ratios); per --interleave pair, paired_speed's summary."""
     runs = result.get("runs") or {}
     servers = {}
     for name, res in runs.items():
@@ -247,7 +247,8 @@ def speed_summary(result):
                 a, b = (ref.get(mode) or {}).get("tokens_per_s"), agg.get("tokens_per_s")
                 if a and b:
                     ratios.setdefault(name, {})[mode] = round(b / a, 4)
-    return {"servers": servers, "ratio_over_dflash_same_round": ratios}
+    interleaved = {name: pair.get("summary") or pair for name, pair in (result.get("interleaved") or {}).items()}
+    return {"servers": servers, "ratio_over_dflash_same_round": ratios, "interleaved": interleaved}
 
 
 # --- servers --------------------------------------------------------------------------------------

@@ -201,6 +201,12 @@ def test_speed_summary_pairs_each_round_by_summed_tokens_and_wall(tmp_path):
     out = e2e.speed_summary(result)
     assert out["ratio_over_dflash_same_round"] == {"ddtree-n32": {"greedy": 1.1}, "ddtree-n32@2": {"greedy": 1.1}}
     assert out["servers"]["target"]["greedy"]["accept_length_by_tokens"] is None
+    assert out["interleaved"] == {}
+    result["interleaved"] = {"ddtree-n32": {"summary": {"ratio_geomean": 1.12}}, "ddtree-n64": {"error": "x"}}
+    assert e2e.speed_summary(result)["interleaved"] == {
+        "ddtree-n32": {"ratio_geomean": 1.12},
+        "ddtree-n64": {"error": "x"},
+    }
     path = tmp_path / "call" / "e2e.json"
     path.parent.mkdir()
     path.write_text(json.dumps(result))
