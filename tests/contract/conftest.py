@@ -47,6 +47,23 @@ def sglang_tree():
 
 
 @pytest.fixture(scope="session")
+def transformers_site_of():
+    """`transformers_site_of(version)`: a folder holding that transformers release (and its dependencies, no
+    torch), fetched by scripts/fetch-transformers when missing; a failed fetch is a failure, never a skip."""
+
+    def site_of(version: str) -> pathlib.Path:
+        site = REPO / ".cache" / "transformers" / version
+        if not (site / ".complete").is_file():
+            fetch = [str(REPO / "scripts" / "fetch-transformers"), version]
+            proc = subprocess.run(fetch, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+            if proc.returncode or not (site / ".complete").is_file():
+                pytest.fail(f"transformers {version} missing at {site} and `{' '.join(fetch)}` failed:\n{proc.stderr}")
+        return site
+
+    return site_of
+
+
+@pytest.fixture(scope="session")
 def sglang_source_tree(sglang_tree) -> pathlib.Path:
     """The real sglang 0.5.23 source tree (ddtree-0.5.23 and the simulator's flags are checked against it)."""
     return sglang_tree(SGLANG_VERSION)

@@ -28,14 +28,8 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def transformers_site():
-    site = REPO / ".cache" / "transformers" / TRANSFORMERS
-    if not (site / ".complete").is_file():
-        fetch = [str(REPO / "scripts" / "fetch-transformers"), TRANSFORMERS]
-        proc = subprocess.run(fetch, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-        if proc.returncode or not (site / ".complete").is_file():
-            pytest.fail(f"transformers {TRANSFORMERS} missing at {site} and `{' '.join(fetch)}` failed:\n{proc.stderr}")
-    return site
+def transformers_site(transformers_site_of):
+    return transformers_site_of(TRANSFORMERS)
 
 
 @pytest.fixture(scope="module")

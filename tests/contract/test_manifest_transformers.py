@@ -47,16 +47,18 @@ def manifest_entry(name):
 
 
 @pytest.fixture(scope="module")
-def manifest_transformers():
+def manifest_transformers(transformers_site_of):
     entry = manifest_entry("transformers")
-    version = entry["version"]
-    site = REPO / ".cache" / "transformers" / version
-    if not (site / ".complete").is_file():
-        fetch = [str(REPO / "scripts" / "fetch-transformers"), version]
-        proc = subprocess.run(fetch, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-        if proc.returncode or not (site / ".complete").is_file():
-            pytest.fail(f"transformers {version} missing at {site} and `{' '.join(fetch)}` failed:\n{proc.stderr}")
-    return entry, site
+    return entry, transformers_site_of(entry["version"])
+
+
+def register(site, model_type):
+    """transformers' own AutoConfig.register of ``model_type`` on ``site``'s transformers, in a subprocess."""
+    run = subprocess.run(
+        [sys.executable, "-c", REGISTER, model_type], env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def test_sglang_registers_qwen3_asr_without_exist_ok_and_imports_the_vision_rotary_embedding(sglang_tree):
@@ -78,12 +80,7 @@ def test_the_manifests_transformers_is_sglangs_pin_from_the_wheelhouse(manifest_
 
 def test_sglangs_registration_and_import_work_on_the_manifests_transformers(manifest_transformers):
     entry, site = manifest_transformers
-    run = subprocess.run(
-        [sys.executable, "-c", REGISTER, "qwen3_asr"], env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result == {"version": entry["version"], "registered": True}
+    assert register(site, "qwen3_asr") == {"version": entry["version"], "registered": True}
     modeling = site / "transformers" / "models" / "qwen2_5_vl" / "modeling_qwen2_5_vl.py"
     assert re.search(r"^class Qwen2_5_VisionRotaryEmbedding\(", modeling.read_text(), re.MULTILINE)
     # tokenizers within what this transformers checks at import (the reference venv's 0.23.2 is not)
@@ -94,9 +91,5 @@ def test_sglangs_registration_and_import_work_on_the_manifests_transformers(mani
 def test_a_type_transformers_already_has_is_refused_as_sglang_would_meet_it(manifest_transformers):
     # The same call on a model type this transformers does have: what sglang met on transformers 5.17.
     _entry, site = manifest_transformers
-    run = subprocess.run(
-        [sys.executable, "-c", REGISTER, "qwen2_5_vl"], env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = register(site, "qwen2_5_vl")
     assert result["registered"] is False and "already used" in result["error"]
