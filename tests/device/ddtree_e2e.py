@@ -5,7 +5,7 @@
 
     ddtree_e2e.py --python VENV/bin/python --target T --draft D --prompts-file P --out DIR
                   [--budgets 8,16] [--prompts 8] [--tokens 128] [--samples 240] [--apply-patchset SET]
-                  [--rounds K] [--interleave K [--interleave-only] [--interleave-mem F]]
+                  [--rounds K] [--interleave K [--interleave-only] [--interleave-mem A,B]]
                   [--ddtree-env KEY=VALUE] [--rendered RENDERED.json]
     ddtree_e2e.py --summarize DIR/e2e.json...   (writes DIR/speed-summary.json beside each)
 
