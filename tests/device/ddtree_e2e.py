@@ -179,7 +179,8 @@ def paired_speed(pairs):
     """``pairs``: [(a_row, b_row)], the same prompt on server a and on server b back to back. b over a:
     the geometric mean of the pairs' tokens/s ratios with its 95 % interval (Student t on the log
     ratios), and the summed tokens over summed wall times of each side."""
-    logs = [math.log(rate(b) / rate(a)) for a, b in pairs if rate(a) and rate(b)]
+    rates = [(rate(a), rate(b)) for a, b in pairs]
+    logs = [math.log(rb / ra) for ra, rb in rates if ra and rb]
     out = {"pairs": len(pairs), "measured": len(logs)}
     if len(logs) >= 2:
         mean, sd = statistics.fmean(logs), statistics.stdev(logs)
@@ -204,9 +205,9 @@ def interleave_order(prompts, repeats):
 
 
 def interleave_pairs(runs):
-    """[(DDTREE run, DFLASH run)] for --interleave: every DDTREE budget against the DFLASH run (none without one)."""
+    """[(DFLASH run, DDTREE run)] for --interleave: every DDTREE budget against the DFLASH run (none without one)."""
     dflash = [r for r in runs if r[0] == "dflash"]
-    return [(r, dflash[0]) for r in runs if r[0].startswith("ddtree-")] if dflash else []
+    return [(dflash[0], r) for r in runs if r[0].startswith("ddtree-")] if dflash else []
 
 
 def interleaved_launch(run, port, mem):
@@ -239,14 +240,13 @@ def speed_summary(result):
             if rows:
                 servers.setdefault(name, {})[mode] = aggregate(rows)
     ratios = {}
-    for name, modes in servers.items():
-        suffix = name[len(base_name(name)) :]
-        ref = servers.get("dflash" + suffix)
-        if base_name(name).startswith("ddtree-") and ref:
-            for mode, agg in modes.items():
-                a, b = (ref.get(mode) or {}).get("tokens_per_s"), agg.get("tokens_per_s")
+    for tree in dict.fromkeys(base_name(name) for name in servers if name.startswith("ddtree-")):
+        for ref, name in round_pairs(servers, tree):
+            for mode, agg in servers.get(name, {}).items():
+                a, b = (servers[ref].get(mode) or {}).get("tokens_per_s"), agg.get("tokens_per_s")
                 if a and b:
                     ratios.setdefault(name, {})[mode] = round(b / a, 4)
+    ratios = {name: ratios[name] for name in servers if name in ratios}  # in the order the servers ran
     interleaved = {name: pair.get("summary") or pair for name, pair in (result.get("interleaved") or {}).items()}
     return {"servers": servers, "ratio_over_dflash_same_round": ratios, "interleaved": interleaved}
 
@@ -355,15 +355,17 @@ def base_name(name):
     return name.partition("@")[0]
 
 
+def round_pairs(names, tree):
+    """[(DFLASH's name, ``tree``'s name)] per round (``dflash``/``tree``, ``dflash@2``/``tree@2``, ...)."""
+    return [(name, tree + name[len("dflash") :]) for name in names if base_name(name) == "dflash"]
+
+
 def paired_ratios(results, tree, mode):
     """Per round, ``tree``'s tokens/s over DFLASH's in the same round (None where either side has none)."""
     ratios = []
-    for name in results:
-        if base_name(name) != "dflash":
-            continue
-        suffix = name[len("dflash") :]
-        a = ((results.get(tree + suffix) or {}).get(mode) or {}).get("tokens_per_s_median")
-        b = ((results[name] or {}).get(mode) or {}).get("tokens_per_s_median")
+    for ref, name in round_pairs(results, tree):
+        a = ((results.get(name) or {}).get(mode) or {}).get("tokens_per_s_median")
+        b = ((results[ref] or {}).get(mode) or {}).get("tokens_per_s_median")
         ratios.append(round(a / b, 3) if a and b else None)
     return ratios
 
@@ -438,7 +440,7 @@ def run_interleaved(run_a, run_b, args, *, prompts, out, index):
 
 def interleaved_pass(pairs, args, *, prompts, out, t0):
     done = {}
-    for index, (run_b, run_a) in enumerate(pairs):
+    for index, (run_a, run_b) in enumerate(pairs):
         if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
             done[run_b[0]] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
             log("%s interleaved skipped (deadline)" % run_b[0])
@@ -447,7 +449,7 @@ def interleaved_pass(pairs, args, *, prompts, out, t0):
     return done
 
 
-def compare(results, args):
+def compare(results, args, interleaved=None):
     checks = {}
     dflash = results.get("dflash", {})
     for n in args.budget_list:
@@ -463,7 +465,7 @@ def compare(results, args):
                 checks["speed_ratio_n%d_%s_median" % (n, mode)] = (
                     round(statistics.median(measured), 3) if measured else None
                 )
-    for name, pair in (getattr(args, "interleaved", None) or {}).items():
+    for name, pair in (interleaved or {}).items():
         summary = pair.get("summary") or {}
         n = name[len("ddtree-n") :]
         checks["speed_ratio_n%s_greedy_interleaved" % n] = summary.get("ratio_geomean")
@@ -598,10 +600,10 @@ def main(argv=None):
         results[name] = run_server(
             name, flags, run_env, args, prompts=prompts, dist_prompts=dist_prompts, out=out, command=command
         )
-    args.interleaved = interleaved_pass(pairs, args, prompts=prompts, out=out, t0=t0)
+    interleaved = interleaved_pass(pairs, args, prompts=prompts, out=out, t0=t0)
     result["runs"] = results
-    result["interleaved"] = args.interleaved
-    result["checks"] = compare(results, args)
+    result["interleaved"] = interleaved
+    result["checks"] = compare(results, args, interleaved)
     result["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "e2e.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "speed-summary.json").write_text(json.dumps(speed_summary(result), indent=1) + "\n")
@@ -622,7 +624,7 @@ def main(argv=None):
     ]
     (out / "e2e-summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    errors = [r for r in [*results.values(), *args.interleaved.values()] if "error" in r]
+    errors = [r for r in [*results.values(), *interleaved.values()] if "error" in r]
     ok = (result["checks"]["distribution"]["pass"] or args.interleave_only) and not errors
     return 0 if ok else 1
 

@@ -168,7 +168,7 @@ def test_interleaved_servers_change_only_memory_and_port():
         ("target", [], {}, None),
         ("ddtree-n16", [], {}, None),
     ]
-    assert [(b[0], a[0]) for b, a in e2e.interleave_pairs(runs)] == [("ddtree-n32", "dflash"), ("ddtree-n16", "dflash")]
+    assert [(a[0], b[0]) for a, b in e2e.interleave_pairs(runs)] == [("dflash", "ddtree-n32"), ("dflash", "ddtree-n16")]
     assert e2e.interleave_pairs(runs[1:]) == []
     assert e2e.mem_pair("0.3,0.6") == (0.3, 0.6)
     for bad in ("0.3", "0.3,1.2", "a,b"):
@@ -178,10 +178,10 @@ def test_interleaved_servers_change_only_memory_and_port():
 
 def test_interleaved_ratios_reach_the_checks():
     args = argparse.Namespace(budget_list=[32], dist_run="ddtree-n32", alpha=0.01)
-    args.interleaved = {
+    interleaved = {
         "ddtree-n32": {"summary": {"ratio_geomean": 1.13, "ratio_ci95": [1.1, 1.16], "ratio_aggregate": 1.12}}
     }
-    checks = e2e.compare({}, args)
+    checks = e2e.compare({}, args, interleaved)
     assert checks["speed_ratio_n32_greedy_interleaved"] == 1.13
     assert checks["speed_ratio_n32_greedy_interleaved_ci95"] == [1.1, 1.16]
     assert checks["speed_ratio_n32_greedy_interleaved_aggregate"] == 1.12
