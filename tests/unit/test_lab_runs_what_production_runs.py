@@ -120,6 +120,8 @@ def test_no_tracked_file_carries_a_start_up_hook_or_names_one():
         if f and not f.startswith("tests/device/records/") and not (REPO / f).is_symlink() and (REPO / f).is_file()
     ]
     assert len(files) > 500, "git ls-files listed %d files" % len(files)
+    # sys.meta_path / path_hooks may be named outside the lab (scripts/compile-triton-sm120 loads the kernels from
+    # the sglang wheel in its own process, on a CPU); hook files and the start-up hook names may not, anywhere.
     found = [(rel, what) for rel, what in hooks_in(REPO, files) if "mentions sys." not in what]
     mine = pathlib.Path(__file__).relative_to(REPO).as_posix()  # names the settings it looks for
     assert [(rel, what) for rel, what in found if rel != mine] == []
