@@ -510,9 +510,27 @@ def load_set(set_dir, *, chain_commit=False):
         mamba_track_grid=lambda _page: TRACK_INTERVAL,
         get_spec=lambda: SimpleNamespace(speculative_accept_threshold_single=1.0, speculative_accept_threshold_acc=1.0),
     )
+    dw = _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
     if chain_commit:  # the mistake to catch: DFLASH's chain step (accepted drafts) as the commit
-        du.commit_nodes = lambda accept_index, accept_drafts, budget: [int(a) for a in accept_drafts]
-    return du, _load("sglang.srt.speculative.ddtree_worker", files / "ddtree_worker.py")
+        chain_commit_mistake(du, dw)
+    return du, dw
+
+
+def chain_commit_mistake(du, dw):
+    """Make the commit take the chain's step (the number of accepted drafts) as the node to commit from, where the
+    set decides it: ``ddtree_utils.commit_nodes`` on the host (0.5.23) and the device commit's ``nodes``
+    (``commit_tensors``, Triton's or torch's, 0.5.17). Until 2026-12-05 only the first was replaced, and the
+    control passed on 0.5.17, whose worker no longer calls it (``2026-12-05-h100-ddtree-replay-triton``)."""
+    du.commit_nodes = lambda accept_index, accept_drafts, budget: [int(a) for a in accept_drafts]
+    real = getattr(dw, "commit_tensors", None)
+    if real is not None:
+
+        def chain_step(accept_index, accept_drafts, *args, **kwargs):
+            out = dict(real(accept_index, accept_drafts, *args, **kwargs))
+            out["nodes"] = accept_drafts.to(out["nodes"].dtype).reshape(out["nodes"].shape)
+            return out
+
+        dw.commit_tensors = chain_step
 
 
 def greedy(context, count, nxt=target_next):
