@@ -162,10 +162,10 @@ def unit_identity(host):
 
 
 def bench_redeploy(inventory_extra, results_dir):
-    """A fresh deploy, then the same deploy again, through the inventory's connection (containers.podman.podman)."""
+    """A fresh deploy, then the same deploy again, through the inventory's connection (SSH, group_vars/lab)."""
     first = deploy(["lab1"], inventory_extra, results_dir, "fresh-1")
     rows = {}
-    for name in ("containers.podman.podman",):
+    for name in ("ssh",):
         before = unit_identity("lab1")
         second = deploy(["lab1"], inventory_extra, results_dir, "redeploy")
         after = unit_identity("lab1")

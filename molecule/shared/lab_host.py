@@ -1,14 +1,13 @@
 """A testinfra host for a lab container: testinfra's own modules, each command one ``podman exec``.
 
-molecule's inventory says ``ansible_connection: podman``, a connection testinfra's ``host`` fixture
-(``ansible://``) serves with one whole Ansible process per command (seconds each). ``lab_host(name)``
-is the same container behind testinfra's own modules (``service``, ``socket``, ``file``, ``user``,
-``process``, ...) through testinfra's podman backend.
+The deploy reaches a lab host over SSH (inventory/group_vars/lab), and so does testinfra's ``host``
+fixture. ``lab_host(name)`` is the same container behind testinfra's own modules (``service``,
+``socket``, ``file``, ``user``, ``process``, ...) through testinfra's podman backend.
 
 The observer is root with every capability (``podman exec --privileged``), as root on a production
 host is: a container's default root lacks CAP_SYS_PTRACE, so it cannot read another user's
 ``/proc/<pid>/environ``, and a test must see what the service really runs with. This is the test's
-view only: the deploy reaches the host through containers.podman.podman and its default privileges.
+view only: the deploy reaches the host as root over SSH, with sshd's default privileges.
 """
 
 from testinfra.backend import podman

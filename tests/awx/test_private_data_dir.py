@@ -30,7 +30,7 @@ def test_layout_and_what_ansible_runner_makes_of_it(tmp_path):
     inventory = yaml.safe_load((root / "inventory" / "hosts").read_text())
     lab = inventory["all"]["children"]["lab"]
     assert lab["hosts"]["lab1"] == {"sglang_service_settle_s": 2}  # a host variable set in AWX
-    assert lab["vars"]["ansible_connection"] == "containers.podman.podman"  # imported from the SCM source
+    assert lab["vars"]["ansible_connection"] == "ssh"  # imported from the SCM source
     extravars = (root / "env" / "extravars").read_text()
     assert "sglang_deploy_serial: 2\n" in extravars  # an integer answer stays an integer
     assert "- !unsafe '1'" in extravars  # answers are never templated

@@ -34,9 +34,8 @@ UNIT = "sglang.service"
 # Host variables set on the AWX inventory for the lab host: a short stability window keeps the
 # suite lean (the window itself is tested by molecule).
 LAB_HOST_VARS = {"sglang_service_settle_s": 2}
-# The lab host is reached through the SCM source's containers.podman.podman (inventory/group_vars/lab),
-# as AWX imports it. A GPU host is reached over SSH (tests/ee runs one over SSH, inside the execution
-# environment).
+# The lab host is reached over SSH as the SCM source says (inventory/group_vars/lab: the container's sshd
+# through podman exec), as AWX imports it; tests/ee reaches one over the network, inside the execution environment.
 # Release B: the same inputs with another path to the same Python, so a new release id.
 RELEASE_B_VARS = {"sglang_runtime_python_interpreter": "/usr/bin/python3.11"}
 FAST_ENV = {"SGLANG_SIM_LOAD_S": "1.0", "SGLANG_SIM_WARMUP_S": "0.5"}

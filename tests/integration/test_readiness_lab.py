@@ -17,8 +17,15 @@ import pathlib
 import shlex
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# How the lab inventory reaches a lab host (SSH, the container's own sshd): every case host does the same.
+LAB_CONNECTION = {
+    key: value
+    for key, value in yaml.safe_load((REPO / "inventory/group_vars/lab/main.yml").read_text()).items()
+    if key in ("ansible_connection", "ansible_user", "ansible_ssh_common_args", "ansible_python_interpreter")
+}
 
 # Start-time faults fire this long after their unit starts: later than the burst of ~20 parallel
 # readiness tasks takes to launch on a loaded 2-core machine, so the module is already watching when
@@ -198,14 +205,13 @@ def write_files_script():
 def inventory(lab_host_name):
     """One inventory host per case, each an alias of the lab host, carrying the case's variables.
 
-    Each reaches the lab host through containers.podman.podman, as the lab inventory does.
+    Each reaches the lab host over SSH, as the lab inventory does (LAB_CONNECTION).
     """
     hosts = {}
     for c in CASES:
         hv = {
             "ansible_host": lab_host_name,
-            "ansible_connection": "containers.podman.podman",
-            "ansible_python_interpreter": "/usr/bin/python3",
+            **LAB_CONNECTION,
             "case_port": port_for(c),
         }
         for key in (

@@ -1,10 +1,12 @@
 """The lab runs what a production host runs: nothing of ours changes how Python or Ansible behave there.
 
-Lab hosts are Debian containers with systemd (lab/image/recipe), reached through the bundled
-containers.podman.podman connection. No file the lab, molecule or the inventory carries may install an
-import hook into a host's Python (a site / user customize module, a ``.pth`` file, a loader or an
-import-path hook), ship a connection plugin of its own, or point Ansible at one. ``hooks_in`` finds
-them; the tests below run it on the repository and prove on a small tree that it finds each kind.
+Lab hosts are Debian containers with systemd and OpenSSH's server (lab/image/recipe), reached over SSH
+as a GPU host is: OpenSSH's client, ControlPersist, ansible.cfg's pipelining; only the wire is ``podman exec``
+running the container's own ``sshd -i`` (ssh's ProxyCommand). No file the lab, molecule or the
+inventory carries may install an import hook into a host's Python (a site / user customize module, a
+``.pth`` file, a loader or an import-path hook), ship a connection plugin of its own, or point Ansible at
+one. ``hooks_in`` finds them; the tests below run it on the repository and prove on a small tree that it
+finds each kind.
 
 The hook names are built from parts so that a ``git grep`` for them finds no such hook in this
 repository either: the device harness runs what the deploy renders too (since 2026-12-05 its bundle brings
@@ -13,10 +15,11 @@ is an sglang plugin loaded through sglang's own entry points). Only the device r
 earlier runs had, still name the shim.
 """
 
+import configparser
 import pathlib
+import shlex
 import subprocess
 
-import ansible
 import pytest
 import yaml
 
@@ -36,9 +39,8 @@ HOOK_WORDS = (
 # Settings that make Ansible load a connection plugin from a directory of ours.
 PLUGIN_SETTINGS = ("ANSIBLE_CONNECTION_PLUGINS", "connection_plugins")
 PLUGIN_DIRS = ("connection", "connection_plugins")
-# The connection a lab host may be reached with, and the short name molecule's podman driver writes.
-LAB_CONNECTION = "containers.podman.podman"
-MOLECULE_SHORT_NAME = "podman"
+# The connection a lab host is reached with: a GPU host's.
+LAB_CONNECTION = "ssh"
 
 
 def _files(root, scanned):
@@ -100,14 +102,6 @@ def connections_in(root, scanned=SCANNED):
     return found
 
 
-def builtin_redirect(plugin_type, name):
-    """Where ansible-core's own routing table sends a short plugin name (None: not routed)."""
-    table = yaml.safe_load(
-        (pathlib.Path(ansible.__file__).parent / "config" / "ansible_builtin_runtime.yml").read_text()
-    )
-    return table["plugin_routing"].get(plugin_type, {}).get(name, {}).get("redirect")
-
-
 def test_no_lab_or_molecule_file_changes_a_lab_hosts_python_or_ansible():
     assert hooks_in(REPO) == []
 
@@ -127,16 +121,43 @@ def test_no_tracked_file_carries_a_start_up_hook_or_names_one():
     assert [(rel, what) for rel, what in found if rel != mine] == []
 
 
-def test_lab_hosts_are_reached_through_containers_podman_only():
+def test_lab_hosts_are_reached_over_ssh_only():
     found = connections_in(REPO)
-    assert (("inventory/group_vars/lab/main.yml", LAB_CONNECTION)) in found
+    # the lab inventory, and molecule's override of the `podman` its driver writes on every host
+    assert {path for path, value in found} >= {"inventory/group_vars/lab/main.yml", ".config/molecule/config.yml"}
     assert [c for c in found if c[1] != LAB_CONNECTION] == []
 
 
-def test_the_name_molecule_writes_is_containers_podmans_own_connection():
-    # molecule's podman driver writes `ansible_connection: podman` into its inventory; with no plugin
-    # directory of ours configured (test above), ansible-core's routing decides what that name is.
-    assert builtin_redirect("connection", MOLECULE_SHORT_NAME) == LAB_CONNECTION
+def _ini(text):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    return parser
+
+
+def test_molecule_pipelines_as_the_projects_ansible_cfg_does():
+    project = _ini((REPO / "ansible.cfg").read_text())
+    molecule = yaml.safe_load((REPO / ".config/molecule/config.yml").read_text())["provisioner"]
+    assert project.getboolean("ssh_connection", "pipelining") is True
+    assert molecule["config_options"]["ssh_connection"]["pipelining"] is True
+    assert molecule["connection_options"] == {"ansible_connection": LAB_CONNECTION}
+
+
+def test_the_wire_is_the_containers_own_sshd_and_the_key_is_the_lab_tools():
+    lab_vars = yaml.safe_load((REPO / "inventory/group_vars/lab/main.yml").read_text())
+    args = shlex.split(lab_vars["ansible_ssh_common_args"])
+    options = dict(a.split("=", 1) for a in args if a != "-o")
+    # ProxyCommand: podman exec into the host (ssh's %h is ansible_host, the container), Debian's sshd in
+    # inetd mode; nothing of ours runs there.
+    proxy = shlex.split(options["ProxyCommand"])
+    assert proxy[:4] == ["podman", "exec", "-i", "%h"] and proxy[4:6] == ["sh", "-c"]
+    assert proxy[6].endswith("exec /usr/sbin/sshd -i"), proxy
+    assert lab_vars["ansible_user"] == "root"
+    # literal values only: testinfra reads the inventory without templating it
+    assert "{{" not in lab_vars["ansible_ssh_common_args"]
+    tool = (REPO / "lab" / "bin" / "lab").read_text()
+    key = options["IdentityFile"].replace("~", "$HOME", 1)
+    assert f'ssh_key="{key}"' in tool
+    assert "openssh-server" in (REPO / "lab" / "image" / "recipe").read_text().split("include=", 1)[1]
 
 
 def test_the_lab_image_is_named_by_its_recipe_alone():

@@ -129,8 +129,8 @@ def test_a_cancelled_deploy_leaves_nothing_running_and_its_drift_is_found_and_he
     reused = "pid %s on this controller is now another process" % slow.pid
     assert "taking over the lock of run %s" % lock["run_id"] in out and (gone in out or reused in out), out[-4000:]
     assert "a readiness job left by an interrupted run (pid %s" % job["pid"] in out, out[-4000:]
-    # Drift is found whether the deploy can read the process's environment (then compared) or not (the lab's
-    # podman connection: root without CAP_SYS_PTRACE; then said, and decided on the files and the invocation).
+    # Drift is found whether the deploy can read the process's environment (then compared) or not (a lab host's
+    # root over SSH without CAP_SYS_PTRACE; then said, and decided on the files and the invocation).
     drift = [line for line in out.splitlines() if "drift: " in line]
     unobserved = [line for line in out.splitlines() if "not observed: the running process's" in line]
     if any("environ" in line for line in unobserved):
