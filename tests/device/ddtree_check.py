@@ -23,12 +23,14 @@ Steps (each result in DIR/ddtree-check.json, a summary in DIR/ddtree-summary.txt
 
 --hybrid (a hybrid Gated DeltaNet target, e.g. build_tiny_models.build_hybrid_pair's): the servers start
 at once (a hybrid cold start compiles the GDN kernels for about two minutes; --mem-fraction-static is a
-share of the memory free at each server's start, so four at 0.2 fit), with --disable-radix-cache; the
-block size and the prompt vocabulary come from the pair's configs; every DDTREE verify step must log
-recurrent_state=tree (the hybrid path ran); with --readiness, the first DDTREE server is started and
-judged by the collection's own readiness code (plugins/module_utils/_readiness/readiness.py, pid mode, as
-readiness_real.py) expecting speculative_algorithm DDTREE with speculative evidence in its probe (the
-probe sends text: that server keeps its tokenizer).
+share of the memory free at each server's start, so four at 0.2 fit), with --disable-radix-cache (unless
+--deploy-config); the block size and the prompt vocabulary come from the pair's configs; every DDTREE verify
+step must log recurrent_state=tree (the hybrid path ran). --deploy-config keeps decode CUDA graphs and the
+radix cache on, as a deploy runs the servers: every DDTREE server must then log most of its verify steps
+cuda_graph=True. With --readiness, the first DDTREE server is started and judged by the collection's own
+readiness code (plugins/module_utils/_readiness/readiness.py, pid mode, as readiness_real.py) expecting
+speculative_algorithm DDTREE with speculative evidence in its probe (the probe sends text: that server keeps
+its tokenizer).
 Exit status: 0 when every check passes.
 """
 
@@ -366,7 +368,13 @@ def budget_lines(log_path):
     start = re.findall(r"DDTREE draft tree: block_size=(\d+) budget=(\d+) \(requested (\d+)", text)
     steps = [int(m) for m in re.findall(r"DDTREE verify step \d+: bs=\d+ tree_nodes_per_request=(\d+)", text)]
     state = re.findall(r"DDTREE verify step \d+: .* recurrent_state=(\w+)", text)
-    return {"startup": [list(map(int, s)) for s in start], "step_tree_nodes": steps, "recurrent_state": state}
+    graphs = re.findall(r"DDTREE verify step \d+: .* cuda_graph=(True|False)", text)
+    return {
+        "startup": [list(map(int, s)) for s in start],
+        "step_tree_nodes": steps,
+        "recurrent_state": state,
+        "cuda_graph": {"True": graphs.count("True"), "False": graphs.count("False")},
+    }
 
 
 def build_parser():
@@ -399,6 +407,11 @@ def build_parser():
     p.add_argument("--no-dflash", action="store_true", help="no DFLASH server (no accept-length comparison)")
     p.add_argument("--extra-flag", action="append", default=[], help="extra launch_server flag (repeatable)")
     p.add_argument("--hybrid", action="store_true", help="a hybrid GDN target: servers at once, recurrent checks")
+    p.add_argument(
+        "--deploy-config", action="store_true",
+        help="the servers as a deploy runs them: decode CUDA graphs on and (--hybrid) the radix cache on; every DDTREE "
+        "server must then verify mostly on graphs (without it: eager, the hybrid servers' radix cache off)",
+    )  # fmt: skip
     p.add_argument("--readiness", action="store_true", help="judge the first DDTREE server by sglang_readiness")
     p.add_argument(
         "--count-off-chain", action="store_true",
@@ -474,7 +487,8 @@ def plan_runs(args, budgets):
     common = [
         "--model-path", args.target, "--dtype", "bfloat16", "--attention-backend", "triton",
         "--sampling-backend", "pytorch", "--grammar-backend", "none", "--mem-fraction-static", "0.2",
-        "--context-length", "2048", "--max-running-requests", str(max(8, args.prompts)), "--disable-cuda-graph",
+        "--context-length", "2048", "--max-running-requests", str(max(8, args.prompts)),
+        *([] if args.deploy_config else ["--disable-cuda-graph"]),
         "--skip-tokenizer-init",
         *args.extra_flag,
     ]  # fmt: skip
@@ -490,7 +504,7 @@ def plan_runs(args, budgets):
             env[ddtree_accept_stats.ENV] = str(accept_stats_path(pathlib.Path(args.out), "ddtree-n%d" % b))
         runs.append(("ddtree-n%d" % b, flags, env, False))
     runs.append(("target", common, {}, True))  # last: it also scores what the others emitted
-    if args.hybrid:
+    if args.hybrid and not args.deploy_config:
         runs = [(n, [*f, "--disable-radix-cache"], e, w) for n, f, e, w in runs]
     if args.readiness and has_tokenizer(args.target):
         # The readiness probe sends text: the judged DDTREE server keeps its tokenizer.
@@ -736,7 +750,7 @@ def accept_stats_check(res, block):
     }
 
 
-def ddtree_checks(results, budgets, with_dflash, count_off_chain=False, block=4):
+def ddtree_checks(results, budgets, with_dflash, count_off_chain=False, block=4, *, deploy_config=False):
     checks = {}
     dflash_acc = results.get("dflash", {}).get("mean_accept_length")
     for b in budgets:
@@ -752,6 +766,9 @@ def ddtree_checks(results, budgets, with_dflash, count_off_chain=False, block=4)
         if count_off_chain and "rows" in res:
             checks["accept_stats_%s" % name] = accept_stats_check(res, block)
         bl = res.get("budget_log", {"startup": [], "step_tree_nodes": []})
+        if deploy_config:  # verify on the target's CUDA graphs, as a deploy runs it: most steps on a graph
+            graphs = bl.get("cuda_graph", {"True": 0, "False": 0})
+            checks["cuda_graph_%s" % name] = {**graphs, "pass": graphs["True"] > graphs["False"]}
         nodes = set(bl["step_tree_nodes"])
         checks["budget_%s" % name] = {
             "startup": bl["startup"],
@@ -816,7 +833,11 @@ def main(argv=None):
     results = (run_servers_at_once if args.hybrid else run_servers)(args, runs, prompts, out)
     result["runs"] = results
     result["checks"].update(speculative_checks(results, args.tie_gap))
-    result["checks"].update(ddtree_checks(results, budgets, not args.no_dflash, args.count_off_chain, args.block))
+    result["checks"].update(
+        ddtree_checks(
+            results, budgets, not args.no_dflash, args.count_off_chain, args.block, deploy_config=args.deploy_config
+        )
+    )
     result["checks"].update(mode_checks(args, results, budgets))
     for name, *_ in runs:
         if "error" in results.get(name, {}):
