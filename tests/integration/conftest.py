@@ -65,7 +65,9 @@ class LabHost:
 
 @pytest.fixture(scope="session")
 def lab_host():
-    """One lab host (systemd as PID 1) for the session, removed at the end."""
+    """One fresh lab host (systemd as PID 1) for the session (one left by an earlier run is removed first),
+    removed at the end."""
+    sh([str(REPO / "lab" / "bin" / "lab"), "down"], timeout=120, check=False)
     sh([str(REPO / "lab" / "bin" / "lab"), "up", "1"], timeout=600)
     try:
         yield LabHost(LAB_HOST)
