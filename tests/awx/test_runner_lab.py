@@ -334,6 +334,9 @@ def test_next_deploy_recovers_after_the_cancel(lab):
     assert job is not None, "the cancel test did not run before"
     assert on_host(f"kill -0 {job['pid']}", check=False).returncode != 0
     assert on_host(f"test -e {ROOT}/state/readiness.job", check=False).returncode != 0
+    # and its async leftovers (the job's status files, its module's temporary directory) are removed
+    leftovers = on_host(f"ls {job['async_dir']}/{job['jid']}.* {job['tmpdir']}", check=False)
+    assert leftovers.returncode != 0 and leftovers.stdout.strip() == "", leftovers.stdout
     deploy = stats(result)
     assert deploy["release_id"] == lab.release["B"]
     assert deploy["previous_release_id"] == lab.release["A"]
