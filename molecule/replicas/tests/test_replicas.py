@@ -55,44 +55,75 @@ def _main_pid(lab_host, unit):
     return int(lab_host.check_output(f"systemctl show -p MainPID --value {unit}.service"))
 
 
+# The clients run inside lab1 in one process (one `podman exec` for a whole test, not one per request: 2,500
+# requests cost the scenario 150 CPU-s of podman alone). The key comes on stdin, which then stays open: its end
+# (the test closing it) stops the clients, and the process prints what they saw.
+CLIENTS_SCRIPT = r"""
+import http.client, json, sys, threading, time
+key, model, clients, max_tokens = sys.stdin.readline().strip(), sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+stop, lock = threading.Event(), threading.Lock()
+seen = {"requests": 0, "tokens": 0, "failures": []}
+body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Count to sixty."}],
+                   "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}})
+headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+
+def one():
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", 30080, timeout=60)
+        conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        response = conn.getresponse()
+        status, text = response.status, response.read().decode(errors="replace")
+    except Exception as exc:
+        return 0, repr(exc)
+    return status, text
+
+def client():
+    while not stop.is_set():
+        status, text = one()
+        events = [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+        usage = [json.loads(e).get("usage") for e in events[:-1] if e.startswith("{")]
+        tokens = next((u["completion_tokens"] for u in usage if u), 0)
+        with lock:
+            seen["requests"] += 1
+            seen["tokens"] += tokens
+            if status != 200 or not events or events[-1] != "[DONE]" or tokens != max_tokens:
+                seen["failures"].append((status, tokens, text[-300:]))
+        time.sleep(0.2)  # a client's think time: the load a person's client puts on the replicas
+
+threads = [threading.Thread(target=client) for _ in range(clients)]
+for thread in threads:
+    thread.start()
+sys.stdin.read()
+stop.set()
+for thread in threads:
+    thread.join(120)
+print(json.dumps(seen))
+"""
+
+
 class Streams:
-    """CLIENTS clients streaming chat completions through the gateway until stopped: requests, tokens, failures."""
+    """CLIENTS clients inside lab1 streaming chat completions through its gateway until the block ends: requests,
+    tokens, failures (every request must end with [DONE] and exactly MAX_TOKENS tokens)."""
 
     def __init__(self, gateway, key, model):
         self.gateway, self.key, self.model = gateway, key, model
         self.requests, self.tokens, self.failures = 0, 0, []
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(CLIENTS)]
-
-    def _client(self):
-        body = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": "Count to sixty."}],
-            "max_tokens": MAX_TOKENS,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        while not self.stop.is_set():
-            status, text = _curl(self.gateway, self.key, "/v1/chat/completions", body, timeout=60)
-            events = [e[len("data: ") :] for e in text.split("\n\n") if e.startswith("data: ")]
-            usage = [json.loads(e).get("usage") for e in events[:-1] if e.startswith("{")]
-            tokens = next((u["completion_tokens"] for u in usage if u), 0)
-            with self.lock:
-                self.requests += 1
-                self.tokens += tokens
-                if status != 200 or not events or events[-1] != "[DONE]" or tokens != MAX_TOKENS:
-                    self.failures.append((status, tokens, text[-300:]))
 
     def __enter__(self):
-        for thread in self.threads:
-            thread.start()
+        argv = ["podman", "exec", "-i", self.gateway.backend.container, "python3", "-c", CLIENTS_SCRIPT]
+        argv += [self.model, str(CLIENTS), str(MAX_TOKENS)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.proc.stdin.write(self.key + "\n")
+        self.proc.stdin.flush()
         return self
 
     def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(120)
+        out, err = self.proc.communicate(input="", timeout=180)  # closes stdin: the clients finish their requests
+        assert self.proc.returncode == 0, (self.proc.returncode, err[-3000:])
+        seen = json.loads(out)
+        self.requests, self.tokens, self.failures = seen["requests"], seen["tokens"], seen["failures"]
 
 
 def _playbook(name, extra_vars, timeout=600, limit=None):
