@@ -11,11 +11,11 @@ import shlex
 import subprocess
 
 import pytest
+from private_lab import PrivateLab
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CONTAINERS_CONF = str(REPO / "lab" / "containers.conf")
 LAB_PREFIX = "specdec-rdy-"
-LAB_HOST = LAB_PREFIX + "lab1"
 SIM_VENV = "/opt/sim"
 
 
@@ -65,14 +65,14 @@ class LabHost:
 
 @pytest.fixture(scope="session")
 def lab_host():
-    """One fresh lab host (systemd as PID 1) for the session (one left by an earlier run is removed first),
-    removed at the end."""
-    sh([str(REPO / "lab" / "bin" / "lab"), "down"], timeout=120, check=False)
-    sh([str(REPO / "lab" / "bin" / "lab"), "up", "1"], timeout=600)
+    """One fresh lab host (systemd as PID 1) for the session (PrivateLab.up: one left by an earlier run is removed
+    first), removed at the end."""
+    lab = PrivateLab(LAB_PREFIX)
+    lab.up()
     try:
-        yield LabHost(LAB_HOST)
+        yield LabHost(lab.container)
     finally:
-        sh([str(REPO / "lab" / "bin" / "lab"), "down"], timeout=120, check=False)
+        lab.down()
 
 
 @pytest.fixture(scope="session")
