@@ -692,6 +692,38 @@ def break_triton():
     kernel.build_tree_triton, kernel.commit_triton = bad_build, bad_commit
 
 
+def step_graph_setup(dw, *, broken):
+    """SGLANG_DDTREE_STEP_GRAPH=1 (under TRITON_INTERPRET=1: the "graph" re-runs the same code on a CPU) with a small
+    mask buffer, so that the growing prefixes make the step recapture; with ``broken`` its build gives wrong sibling
+    links, which the capture's check against the eager path must catch (the steps then run eagerly)."""
+    assert os.environ.get("TRITON_INTERPRET") == "1", "--step-graph runs under TRITON_INTERPRET=1"
+    os.environ[dw.ENV_STEP_GRAPH] = "1"
+    dw._MIN_MASK_CAPACITY = 64
+    if broken:
+        run = dw._StepGraph._run
+
+        def bad_run(self):
+            out = run(self)
+            out["next_sibling"] = out["next_sibling"] + 1
+            return out
+
+        dw._StepGraph._run = bad_run
+
+
+def step_graph_verdict(dw, shapes, *, broken):
+    """What the step graph did over the run, checked: captured per shape and again as prefixes grew, replayed on the
+    other steps; or, broken, retired at its first capture."""
+    stats, retired = dict(dw._step_graph_stats), list(dw._step_graph_retired)
+    if broken:
+        assert retired and "differs from the eager path in next_sibling" in retired[0], retired
+        assert stats["captures"] == 1, stats
+    else:
+        assert not retired, retired
+        assert stats["captures"] > shapes, (stats, shapes)  # each shape, then recaptures as the mask grew
+        assert stats["replays"] > 2 * stats["captures"], stats
+    print("step graph: %s, retired %s" % (stats, retired or "never"))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", default="patchsets/ddtree-0.5.17")
@@ -709,8 +741,19 @@ def main(argv=None):
         "--sampled", action="store_true",
         help="every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
     )  # fmt: skip
+    p.add_argument(
+        "--step-graph", action="store_true",
+        help="(under TRITON_INTERPRET=1) SGLANG_DDTREE_STEP_GRAPH=1: the draft top-k and tree build through the step "
+        "graph's code, recaptured as the mask grows; every step must stay lossless",
+    )  # fmt: skip
+    p.add_argument(
+        "--break-step-graph", action="store_true",
+        help="with --step-graph: the graph's build gives wrong links; its capture check must retire it",
+    )  # fmt: skip
     args = p.parse_args(argv)
     du, dw = load_set(args.set, chain_commit=args.chain_commit)
+    if args.step_graph:
+        step_graph_setup(dw, broken=args.break_step_graph)
     cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
     if not args.dense_only:
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
@@ -747,6 +790,8 @@ def main(argv=None):
             assert stats["off_chain_steps"] > 0 and stats["accepted_drafts"] > stats["chain_drafts"]
         else:
             assert stats["accepted_drafts"] == stats["chain_drafts"]  # N = B: the tree is the chain
+    if args.step_graph:
+        step_graph_verdict(dw, len({(c[1], c[2], c[3]) for c in cases}), broken=args.break_step_graph)
     print("PASS")
     return 0
 

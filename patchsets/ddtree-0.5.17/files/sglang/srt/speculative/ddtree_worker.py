@@ -270,6 +270,153 @@ def _graph_arrays(roots, values, indices, prefix_lens, n: int):
     return graph.replay(roots, values, indices, prefix_lens)
 
 
+# SGLANG_DDTREE_STEP_GRAPH=1 (opt-in, not yet proven end to end): the draft's top-k and the Triton tree build
+# (tree, links, positions and sglang's FULL mask) replayed from one CUDA graph per (batch, B, N, top-k, mask
+# capacity) instead of ~35 launches from Python every step. The 2026-12-06 control showed that fixed per-step work,
+# not the tree's width, is what a DDTREE step costs beyond DFLASH's on a small pair
+# (tests/device/records/2026-12-06-h100-ddtree-e2e-interleaved-block8).
+ENV_STEP_GRAPH = "SGLANG_DDTREE_STEP_GRAPH"
+_MIN_MASK_CAPACITY = 1 << 16
+
+
+def step_graph_enabled() -> bool:
+    """SGLANG_DDTREE_STEP_GRAPH: "1" on, unset / "0" off; anything else is refused."""
+    value = os.environ.get(ENV_STEP_GRAPH, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{ENV_STEP_GRAPH}={value!r}: use 1 (on) or 0 (off)")
+    return value == "1"
+
+
+def mask_capacity(mask_size: int, current: int = 0) -> int:
+    """The FULL-mask buffer a captured step holds: ``current`` while it fits ``mask_size``, else the next power of
+    two at or above it (at least _MIN_MASK_CAPACITY), so a growing prefix recaptures a logarithmic number of times."""
+    size = int(mask_size)
+    if size < 0:
+        raise ValueError(f"a mask size is never negative, got {size}")
+    if 0 < current and size <= current:
+        return int(current)
+    return max(_MIN_MASK_CAPACITY, 1 << max(size - 1, 0).bit_length())
+
+
+class _StepGraph:
+    """draft_topk + build_tree_triton (FULL mask laid out in a buffer of ``capacity`` bytes, its prefix columns
+    pre-filled True) captured once and replayed on copied inputs.
+
+    Both have static shapes for a given (bs, B, N, top-k) and read no device value on the host; the FULL mask's
+    offsets come from the device's prefix lengths, so only its size depends on the host, and a buffer of
+    ``capacity`` >= that size serves every step that fits (the consumer reads its first mask_size bytes). The
+    outputs are the graph's own tensors, read only by this step's verify (same stream, enqueued before the next
+    replay); nothing of them leaves the step. On capture the replay is held to the eager path on the same inputs
+    (a host read, once per capture); a difference retires the step graph for the server's life.
+    """
+
+    def __init__(self, draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int, capacity: int):
+        self.n, self.topk, self.capacity = int(n), int(topk), int(capacity)
+        self.weight = lm_weight  # the target's lm_head rows: a parameter, its address fixed for the server's life
+        self.hidden = draft_hidden.clone()
+        self.roots = roots.clone()
+        self.prefix = prefix_lens.clone()
+        self.graph = self.out = None
+        if not self.hidden.is_cuda:  # Triton's interpreter on a CPU (the checks): every replay runs the same code
+            return
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the capture (allocator, first launches)
+            self._run()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self._run()
+
+    def _run(self):
+        from sglang.srt.speculative import ddtree_tree_kernel
+
+        values, indices = draft_topk(self.hidden, self.weight, self.topk)
+        out = ddtree_tree_kernel.build_tree_triton(
+            self.roots, values, indices, self.n, prefix_lens=self.prefix, full_mask_size=self.capacity
+        )
+        bs = int(self.roots.shape[0])
+        out["retrieve_index"] = torch.arange(bs * self.n, dtype=torch.int64, device=self.roots.device).view(bs, self.n)
+        return out
+
+    def replay(self, draft_hidden, roots, prefix_lens):
+        self.hidden.copy_(draft_hidden)
+        self.roots.copy_(roots)
+        self.prefix.copy_(prefix_lens)
+        if self.graph is None:
+            self.out = self._run()
+        else:
+            self.graph.replay()
+        _step_graph_stats["replays"] += 1
+        return self.out
+
+
+_step_graphs: dict = {}
+_step_graph_retired: list = []  # a reason, once the step graph differed from the eager path or failed
+_step_graph_stats = {"captures": 0, "replays": 0}
+
+
+def _tree_from_arrays(arrays, mask_size: int, bs: int, n: int, device):
+    """build_tree_on_device's result from a builder's arrays (the FULL mask cut to this step's size)."""
+    retrieve_index = arrays.get("retrieve_index")
+    if retrieve_index is None:
+        retrieve_index = torch.arange(bs * n, dtype=torch.int64, device=device).view(bs, n)
+    return {
+        "tokens": arrays["tokens"],
+        "positions": arrays["positions"].reshape(-1),
+        "depths": arrays["depths"],
+        "retrieve_index": retrieve_index,
+        "retrieve_next_token": arrays["first_child"],
+        "retrieve_next_sibling": arrays["next_sibling"],
+        "custom_mask": arrays["full_mask"][:mask_size],
+    }
+
+
+_STEP_GRAPH_KEYS = ("tokens", "positions", "depths", "first_child", "next_sibling", "num_nodes")
+
+
+def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int, mask_size: int):
+    """The step's tree from the step graph (SGLANG_DDTREE_STEP_GRAPH=1 with the Triton builder; on CUDA, or on a CPU
+    under Triton's interpreter, where the "graph" re-runs the same code), or None for the eager path: off, or
+    retired (a capture that failed or differed from the eager path, said once)."""
+    if _step_graph_retired or not step_graph_enabled() or not _kernels_run_on(draft_hidden.device):
+        return None
+    if tree_builder() != "triton" or "build_tree_triton" in _triton_failed:
+        return None
+    bs = int(roots.shape[0])
+    key = (tuple(draft_hidden.shape), draft_hidden.dtype, int(n), int(topk), tuple(lm_weight.shape), draft_hidden.device)
+    graph = _step_graphs.get(key)
+    if graph is None or mask_size > graph.capacity:  # new shape, or the prefix outgrew the mask buffer
+        capacity = mask_capacity(mask_size, graph.capacity if graph is not None else 0)
+        try:
+            _step_graph_stats["captures"] += 1
+            graph = _StepGraph(draft_hidden, lm_weight, roots, prefix_lens, n, topk, capacity)
+            got = graph.replay(draft_hidden, roots, prefix_lens)
+            values, indices = draft_topk(draft_hidden, lm_weight, topk)
+            want = _build_arrays(roots, values, indices, prefix_lens, n, mask_size)
+            rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
+            bad = _differences(got, want, _STEP_GRAPH_KEYS, rows)
+            if not bad and not torch.equal(got["full_mask"][:mask_size], want["full_mask"][:mask_size]):
+                bad = ["full_mask"]
+            if bad:
+                raise RuntimeError("the replay differs from the eager path in " + ", ".join(bad))
+        except Exception as exc:  # noqa: BLE001 - the eager path gives the same trees
+            _step_graph_retired.append(repr(exc))
+            _step_graphs.clear()
+            logger.warning(
+                "DDTREE: step graph for bs=%d N=%d retired (%r); building eagerly for the server's life", bs, n, exc
+            )
+            return None
+        _step_graphs[key] = graph
+        logger.info(
+            "DDTREE: draft top-k and tree build captured in a CUDA graph for bs=%d N=%d (mask capacity %d bytes; %d graphs),"
+            " equal to the eager path on this step",
+            bs, n, graph.capacity, len(_step_graphs),
+        )  # fmt: skip
+        return _tree_from_arrays(want, mask_size, bs, n, draft_hidden.device)
+    return _tree_from_arrays(graph.replay(draft_hidden, roots, prefix_lens), mask_size, bs, n, draft_hidden.device)
+
+
 def _kernels_run_on(device) -> bool:
     """CUDA devices; the CPU too under TRITON_INTERPRET=1 (Triton's interpreter: the CPU checks)."""
     return torch.device(device).type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
@@ -307,16 +454,9 @@ def build_tree_on_device(
     """
     bs = int(prefix_lens.shape[0])
     n = int(budget)
-    arrays = _build_arrays(roots.view(bs), values, indices, prefix_lens.view(bs), n, n * (int(mask_prefix_bound) + bs * n))
-    return {
-        "tokens": arrays["tokens"],
-        "positions": arrays["positions"].reshape(-1),
-        "depths": arrays["depths"],
-        "retrieve_index": torch.arange(bs * n, dtype=torch.int64, device=values.device).view(bs, n),
-        "retrieve_next_token": arrays["first_child"],
-        "retrieve_next_sibling": arrays["next_sibling"],
-        "custom_mask": arrays["full_mask"],
-    }
+    mask_size = n * (int(mask_prefix_bound) + bs * n)
+    arrays = _build_arrays(roots.view(bs), values, indices, prefix_lens.view(bs), n, mask_size)
+    return _tree_from_arrays(arrays, mask_size, bs, n, values.device)
 
 
 def host_prefix_bound(batch: "ScheduleBatch", draft_input, bs: int) -> torch.Tensor:
@@ -369,9 +509,14 @@ def ddtree_verify_step(
     draft_hidden = draft_hidden.view(bs, block, -1)
     # Rows past the model's vocabulary (lm_head padding) are never candidates.
     vocab = int(worker.model_runner.model_config.vocab_size)
-    values, indices = draft_topk(draft_hidden, lm_head.weight[:vocab], config.topk)
+    lm_weight = lm_head.weight[:vocab]
     host_prefix = host_prefix_bound(batch, draft_input, bs)
-    tree = build_tree_on_device(block_ids[:, 0], values, indices, prefix_lens, n, int(host_prefix.sum()))
+    prefix_sum = int(host_prefix.sum())
+    mask_size = n * (prefix_sum + bs * n)
+    tree = graphed_tree(draft_hidden, lm_weight, block_ids[:, 0], prefix_lens.view(bs), n, config.topk, mask_size)
+    if tree is None:
+        values, indices = draft_topk(draft_hidden, lm_weight, config.topk)
+        tree = build_tree_on_device(block_ids[:, 0], values, indices, prefix_lens, n, prefix_sum)
 
     # --- 2) Target verify of all N nodes in one forward, with the tree mask.
     req_to_token = worker.model_runner.req_to_token_pool.req_to_token
@@ -702,9 +847,12 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     worker._ddtree_steps = 0
     worker._ddtree_warned_eager = False
     builder = tree_builder()  # a bad SGLANG_DDTREE_TREE_BUILDER stops the start, naming the values
+    step_graph = step_graph_enabled()  # as does a bad SGLANG_DDTREE_STEP_GRAPH
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
         logger.info("DDTREE: tree builder %s (%s)", builder, ENV_TREE_BUILDER)
+        if step_graph:
+            logger.info("DDTREE: draft top-k and tree build replayed from CUDA graphs (%s=1)", ENV_STEP_GRAPH)
     if builder == "triton" and _kernels_run_on(worker.device):
         checks = self_check_triton(config, torch.device(worker.device))
         if worker.ps.tp_rank == 0 and all(v == "equal" for v in checks.values()):
