@@ -398,6 +398,11 @@ def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=No
         server.stop()
 
 
+def interleaved_file(name):
+    """Where run_interleaved keeps one DDTREE server's pairs as soon as they are measured."""
+    return "interleaved-%s.json" % name
+
+
 def run_interleaved(run_a, run_b, args, *, prompts, out, index):
     """Servers ``run_a`` (DFLASH) and ``run_b`` (a DDTREE budget) up at once, each prompt greedy on both back to
     back (interleave_order), ``args.interleave`` times; their --mem-fraction-static ``args.interleave_mem`` (a's, b's),
@@ -429,7 +434,11 @@ def run_interleaved(run_a, run_b, args, *, prompts, out, index):
             % (run_b[0], run_a[0], summary.get("ratio_geomean"), summary.get("ratio_ci95"),
                summary.get("ratio_aggregate"), summary["measured"])
         )  # fmt: skip
-        return {"a": run_a[0], "b": run_b[0], "mem": args.interleave_mem, "rows": rows, "summary": summary}
+        done = {"a": run_a[0], "b": run_b[0], "mem": args.interleave_mem, "rows": rows, "summary": summary}
+        # Written before the servers stop: a call's time limit that ends the run while they shut down (a SIGTERM
+        # there skips main's e2e.json) still leaves every pair (2026-12-06-h100-ddtree-step-graph lost them so).
+        (pathlib.Path(out) / interleaved_file(run_b[0])).write_text(json.dumps(done, indent=1) + "\n")
+        return done
     except Exception as exc:  # recorded: the next pair still runs
         log("%s / %s interleaved FAILED: %r" % (run_b[0], run_a[0], exc))
         return {"a": run_a[0], "b": run_b[0], "error": repr(exc)}

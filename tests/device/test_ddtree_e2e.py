@@ -258,3 +258,32 @@ def test_an_interleaved_pass_starts_both_servers_sends_each_prompt_to_both_and_s
     stopped.clear()
     failed = e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10]], out=tmp_path, t0=0)
     assert "before ready" in failed["ddtree-n32"]["error"] and stopped == ["dflash+a"]
+
+
+def test_interleaved_pairs_are_on_disk_before_the_servers_stop(monkeypatch, tmp_path):
+    """A time limit's SIGTERM while the servers shut down ends main before e2e.json: the pairs must already be kept."""
+
+    class SlowToStop:
+        def __init__(self, name, python, flags, *, env, port, out, command=None):
+            self.name = name
+
+        def wait_ready(self, timeout):
+            return 1.0
+
+        def stop(self):
+            raise SystemExit(143)  # what ddtree_check.stop_on_sigterm does when the limit arrives now
+
+    def fake_generate(server, ids, tokens, temperature):
+        speed = 1000.0 if server.name.startswith("ddtree") else 800.0
+        return {"output_ids": [1], "completion_tokens": tokens, "spec_accept_length": 3.0, "wall_s": tokens / speed}
+
+    monkeypatch.setattr(e2e.ddtree_check, "Server", SlowToStop)
+    monkeypatch.setattr(e2e, "generate", fake_generate)
+    runs = [("dflash", ["--flag"], {}, None), ("ddtree-n16", ["--flag"], {}, None)]
+    argv = "--python p --target t --draft d --prompts-file f --interleave 2 --tokens 32 --port 31700".split()
+    args = e2e.build_parser().parse_args([*argv, "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10], [11]], out=tmp_path, t0=0)
+    kept = json.loads((tmp_path / e2e.interleaved_file("ddtree-n16")).read_text())
+    assert len(kept["rows"]) == 4 and kept["summary"]["ratio_geomean"] == pytest.approx(1000 / 800, abs=1e-3)
+
