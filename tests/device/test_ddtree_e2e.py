@@ -286,4 +286,3 @@ def test_interleaved_pairs_are_on_disk_before_the_servers_stop(monkeypatch, tmp_
         e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10], [11]], out=tmp_path, t0=0)
     kept = json.loads((tmp_path / e2e.interleaved_file("ddtree-n16")).read_text())
     assert len(kept["rows"]) == 4 and kept["summary"]["ratio_geomean"] == pytest.approx(1000 / 800, abs=1e-3)
-
