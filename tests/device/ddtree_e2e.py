@@ -57,6 +57,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import ddtree_check  # tests/device: Server, http_json, apply_patchset
+import ddtree_host_time  # tests/device: the host-time probe (--host-time)
 
 log = ddtree_check.log
 
@@ -324,6 +325,28 @@ def rendered_runs(path):
     return [(name, rendered[name]["argv"], rendered[name]["env"]) for name in order if name in rendered]
 
 
+def host_time_file(name):
+    """Where a --host-time server's probe keeps its totals (a run started twice keeps its last process's)."""
+    return "host-time-%s.json" % name
+
+
+def with_host_time(runs, out):
+    """``runs`` with every server timed by the host-time probe (ddtree_host_time.server_env: the plugin on its path)."""
+    return [
+        (name, flags, ddtree_host_time.server_env(env, pathlib.Path(out) / host_time_file(name)), command)
+        for name, flags, env, command in runs
+    ]
+
+
+def host_time_report(runs, out):
+    """{run: host milliseconds per decode step, per part} from the probe's files (ddtree_host_time.summarize)."""
+    names = dict.fromkeys(name for name, *_rest in runs)
+    return {
+        name: ddtree_host_time.summarize(ddtree_host_time.read(pathlib.Path(out) / host_time_file(name)))
+        for name in names
+    }
+
+
 def with_ddtree_env(runs, pairs):
     """``runs`` with each KEY=VALUE of ``pairs`` added to the DDTREE runs' environment (the others unchanged)."""
     extra = {}
@@ -545,6 +568,11 @@ def build_parser():
     )  # fmt: skip
     p.add_argument("--extra-flag", action="append", default=[])
     p.add_argument(
+        "--host-time", action="store_true",
+        help="time each decode step's parts on the host in every server (tests/device/ddtree_host_time.py); the "
+        "report is e2e.json's host_time. A probe adds two clock reads a part: keep speed records apart",
+    )  # fmt: skip
+    p.add_argument(
         "--ddtree-env",
         action="append",
         default=[],
@@ -565,6 +593,32 @@ def summarize(paths):
         (path.parent / "speed-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         print("%s: %s" % (path.parent / "speed-summary.json", summary["ratio_over_dflash_same_round"]))
     return 0
+
+
+def summary_lines(result, results):
+    """e2e-summary.txt: the checks, each one-at-a-time server, each --host-time report."""
+    lines = ["%s: %s" % (k, v) for k, v in result["checks"].items() if k != "distribution_tests"]
+    lines += [
+        "%s: ready %s s, greedy %s tok/s (accept %s), temperature 1 %s tok/s (accept %s)"
+        % (
+            name,
+            res.get("ready_s"),
+            (res.get("greedy") or {}).get("tokens_per_s_median"),
+            (res.get("greedy") or {}).get("accept_length_mean"),
+            (res.get("temperature_1") or {}).get("tokens_per_s_median"),
+            (res.get("temperature_1") or {}).get("accept_length_mean"),
+        )
+        if "error" not in res
+        else "%s: %s" % (name, res["error"])
+        for name, res in results.items()
+    ]
+    for name, report in result.get("host_time", {}).items():
+        parts = ", ".join("%s %s" % (k, v["ms_per_step"]) for k, v in report.get("parts", {}).items())
+        lines.append(
+            "%s host ms per decode step: %s (%s steps): %s"
+            % (name, report.get("step_ms"), report["decode_steps"], parts)
+        )
+    return lines
 
 
 def main(argv=None):
@@ -599,6 +653,7 @@ def main(argv=None):
     else:
         runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
     runs = with_ddtree_env(runs, args.ddtree_env)
+    timed_runs = runs = with_host_time(runs, out) if args.host_time else runs
     pairs = interleave_pairs(runs) if args.interleave else []
     runs = [] if args.interleave_only else with_rounds(runs, args.rounds)
     for name, flags, run_env, command in runs:
@@ -613,24 +668,12 @@ def main(argv=None):
     result["runs"] = results
     result["interleaved"] = interleaved
     result["checks"] = compare(results, args, interleaved)
+    if args.host_time:
+        result["host_time"] = host_time_report(timed_runs, out)
     result["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "e2e.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "speed-summary.json").write_text(json.dumps(speed_summary(result), indent=1) + "\n")
-    lines = ["%s: %s" % (k, v) for k, v in result["checks"].items() if k != "distribution_tests"]
-    lines += [
-        "%s: ready %s s, greedy %s tok/s (accept %s), temperature 1 %s tok/s (accept %s)"
-        % (
-            name,
-            res.get("ready_s"),
-            (res.get("greedy") or {}).get("tokens_per_s_median"),
-            (res.get("greedy") or {}).get("accept_length_mean"),
-            (res.get("temperature_1") or {}).get("tokens_per_s_median"),
-            (res.get("temperature_1") or {}).get("accept_length_mean"),
-        )
-        if "error" not in res
-        else "%s: %s" % (name, res["error"])
-        for name, res in results.items()
-    ]
+    lines = summary_lines(result, results)
     (out / "e2e-summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     errors = [r for r in [*results.values(), *interleaved.values()] if "error" in r]

@@ -4,6 +4,7 @@
 
 import argparse
 import json
+import os
 import pathlib
 import random
 import sys
@@ -286,3 +287,26 @@ def test_interleaved_pairs_are_on_disk_before_the_servers_stop(monkeypatch, tmp_
         e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10], [11]], out=tmp_path, t0=0)
     kept = json.loads((tmp_path / e2e.interleaved_file("ddtree-n16")).read_text())
     assert len(kept["rows"]) == 4 and kept["summary"]["ratio_geomean"] == pytest.approx(1000 / 800, abs=1e-3)
+
+
+def test_host_time_times_every_server_into_its_own_file_and_reports_ms_per_step(tmp_path):
+    runs = [
+        ("dflash", [], {"PYTHONPATH": "/site"}, ["sglang"]),
+        ("ddtree-n16", [], {"PYTHONPATH": "/site"}, ["sglang"]),
+    ]
+    timed = e2e.with_host_time(runs, tmp_path)
+    paths = [env[e2e.ddtree_host_time.ENV] for _n, _f, env, _c in timed]
+    assert paths == [str(tmp_path / "host-time-dflash.json"), str(tmp_path / "host-time-ddtree-n16.json")]
+    assert all(env["PYTHONPATH"].endswith(os.pathsep + "/site") for _n, _f, env, _c in timed)
+    stats = e2e.ddtree_host_time.empty()
+    for ms in (4.0, 6.0):
+        e2e.ddtree_host_time.tally(stats, "step", ms)
+        e2e.ddtree_host_time.tally(stats, "ddtree_commit", ms / 10)
+    (tmp_path / "host-time-ddtree-n16.json").write_text(json.dumps(stats))
+    report = e2e.host_time_report(timed, tmp_path)
+    assert report["dflash"] == {"decode_steps": 0}  # no file: nothing measured, said so
+    assert (
+        report["ddtree-n16"]["step_ms"] == 5.0 and report["ddtree-n16"]["parts"]["ddtree_commit"]["ms_per_step"] == 0.5
+    )
+    lines = e2e.summary_lines({"checks": {}, "host_time": report}, {})
+    assert "ddtree-n16 host ms per decode step: 5.0 (2 steps): ddtree_commit 0.5" in lines
