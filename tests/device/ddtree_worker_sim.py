@@ -545,6 +545,7 @@ class Simulation:
     """Three requests of different prompt lengths, decoded by ddtree_verify_step step after step."""
 
     def __init__(self, du, dw, config, seed, *, hybrid=False, flatten=False, deferred=False, sampled=False):
+        self.lm_head = SimpleNamespace(weight=torch.eye(VOCAB))  # the target's lm_head: one parameter for the run
         self.du, self.dw, self.block = du, dw, config.block_size
         # sampled: every batch has sampling (is_all_greedy False) at top_k 1, so the tree sampling path
         # runs and must still emit the target's greedy tokens.
@@ -601,7 +602,7 @@ class Simulation:
             self.worker, batch=batch, draft_input=None,
             draft_hidden=torch.stack([d[0] for d in drafts]).view(self.bs * self.block, VOCAB),
             block_ids=block_ids, prefix_lens=prefix, positions_2d=prefix.view(self.bs, 1) + torch.arange(self.block),
-            lm_head=SimpleNamespace(weight=torch.eye(VOCAB)), on_publish=None, **extra,
+            lm_head=self.lm_head, on_publish=None, **extra,
         )  # fmt: skip
         self.stats["steps"] += 1
         self.stats["tree_nodes"].add(int(batch.out_cache_loc.numel()) // self.bs)

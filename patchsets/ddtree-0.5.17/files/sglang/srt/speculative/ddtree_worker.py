@@ -384,7 +384,8 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
     if tree_builder() != "triton" or "build_tree_triton" in _triton_failed:
         return None
     bs = int(roots.shape[0])
-    key = (tuple(draft_hidden.shape), draft_hidden.dtype, int(n), int(topk), tuple(lm_weight.shape), draft_hidden.device)
+    # The lm_head's address is in the key: weights loaded anew (sglang's update_weights) are captured anew.
+    key = (tuple(draft_hidden.shape), draft_hidden.dtype, int(n), int(topk), lm_weight.data_ptr(), tuple(lm_weight.shape))
     graph = _step_graphs.get(key)
     if graph is None or mask_size > graph.capacity:  # new shape, or the prefix outgrew the mask buffer
         capacity = mask_capacity(mask_size, graph.capacity if graph is not None else 0)
