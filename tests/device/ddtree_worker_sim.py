@@ -693,36 +693,47 @@ def break_triton():
     kernel.build_tree_triton, kernel.commit_triton = bad_build, bad_commit
 
 
-def step_graph_setup(dw, *, broken):
-    """SGLANG_DDTREE_STEP_GRAPH=1 (under TRITON_INTERPRET=1: the "graph" re-runs the same code on a CPU) with a small
-    mask buffer, so that the growing prefixes make the step recapture; with ``broken`` its build gives wrong sibling
-    links, which the capture's check against the eager path must catch (the steps then run eagerly)."""
+# What --break-step-graph spoils at each level: the tree graph's sibling links (1), the commit graph's bonus (2).
+BROKEN_KEY = {1: ("_StepGraph", "next_sibling"), 2: ("_CommitGraph", "bonus")}
+
+
+def step_graph_setup(dw, level, *, broken):
+    """SGLANG_DDTREE_STEP_GRAPH=level (under TRITON_INTERPRET=1: a "graph" re-runs the same code on a CPU) with a
+    small mask buffer, so that the growing prefixes make the tree graph recapture; with ``broken`` the level's own
+    graph gives a wrong value (BROKEN_KEY), which its capture's check against the eager path must catch (every
+    step then runs eagerly)."""
     assert os.environ.get("TRITON_INTERPRET") == "1", "--step-graph runs under TRITON_INTERPRET=1"
-    os.environ[dw.ENV_STEP_GRAPH] = "1"
+    os.environ[dw.ENV_STEP_GRAPH] = str(level)
     dw._MIN_MASK_CAPACITY = 64
     if broken:
-        run = dw._StepGraph._run
+        cls, key = BROKEN_KEY[level]
+        run = getattr(dw, cls)._run
 
         def bad_run(self):
             out = run(self)
-            out["next_sibling"] = out["next_sibling"] + 1
+            out[key] = out[key] + 1
             return out
 
-        dw._StepGraph._run = bad_run
+        getattr(dw, cls)._run = bad_run
 
 
-def step_graph_verdict(dw, shapes, *, broken):
-    """What the step graph did over the run, checked: captured per shape and again as prefixes grew, replayed on the
-    other steps; or, broken, retired at its first capture."""
+def step_graph_verdict(dw, shapes, level, *, broken, sampled):
+    """What the step graphs did over the run, checked: the tree graph captured per shape and again as prefixes
+    grew, replayed on the other steps, and at level 2 the commit graph captured per shape and replayed (greedy
+    batches only); or, broken, retired at the level's first capture."""
     stats, retired = dict(dw._step_graph_stats), list(dw._step_graph_retired)
     if broken:
-        assert retired and "differs from the eager path in next_sibling" in retired[0], retired
-        assert stats["captures"] == 1, stats
+        assert retired and "differs from the eager path in %s" % BROKEN_KEY[level][1] in retired[0], retired
+        assert stats["captures" if level == 1 else "commit_captures"] == 1, stats
     else:
         assert not retired, retired
         assert stats["captures"] > shapes, (stats, shapes)  # each shape, then recaptures as the mask grew
         assert stats["replays"] > 2 * stats["captures"], stats
-    print("step graph: %s, retired %s" % (stats, retired or "never"))
+        if level >= 2 and not sampled:
+            assert 1 <= stats["commit_captures"] and stats["commit_replays"] > 2 * stats["commit_captures"], stats
+        else:
+            assert stats["commit_captures"] == 0, stats
+    print("step graphs (level %d): %s, retired %s" % (level, stats, retired or "never"))
 
 
 def main(argv=None):
@@ -743,18 +754,18 @@ def main(argv=None):
         help="every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
     )  # fmt: skip
     p.add_argument(
-        "--step-graph", action="store_true",
-        help="(under TRITON_INTERPRET=1) SGLANG_DDTREE_STEP_GRAPH=1: the draft top-k and tree build through the step "
-        "graph's code, recaptured as the mask grows; every step must stay lossless",
+        "--step-graph", type=int, nargs="?", const=1, default=0, choices=(1, 2),
+        help="(under TRITON_INTERPRET=1) SGLANG_DDTREE_STEP_GRAPH=1 (the draft top-k and tree build through the step "
+        "graph's code, recaptured as the mask grows) or 2 (also the greedy verify and commit); every step lossless",
     )  # fmt: skip
     p.add_argument(
         "--break-step-graph", action="store_true",
-        help="with --step-graph: the graph's build gives wrong links; its capture check must retire it",
+        help="with --step-graph: that level's graph gives a wrong value; its capture check must retire the graphs",
     )  # fmt: skip
     args = p.parse_args(argv)
     du, dw = load_set(args.set, chain_commit=args.chain_commit)
     if args.step_graph:
-        step_graph_setup(dw, broken=args.break_step_graph)
+        step_graph_setup(dw, args.step_graph, broken=args.break_step_graph)
     cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
     if not args.dense_only:
         cases += [(True, 4, 16, 8), (True, 4, 8, 8), (True, 6, 24, 3), (True, 4, 4, 8)]
@@ -792,7 +803,8 @@ def main(argv=None):
         else:
             assert stats["accepted_drafts"] == stats["chain_drafts"]  # N = B: the tree is the chain
     if args.step_graph:
-        step_graph_verdict(dw, len({(c[1], c[2], c[3]) for c in cases}), broken=args.break_step_graph)
+        shapes = len({(c[1], c[2], c[3]) for c in cases})
+        step_graph_verdict(dw, shapes, args.step_graph, broken=args.break_step_graph, sampled=args.sampled)
     print("PASS")
     return 0
 

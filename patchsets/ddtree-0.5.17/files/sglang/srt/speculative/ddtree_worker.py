@@ -279,12 +279,18 @@ ENV_STEP_GRAPH = "SGLANG_DDTREE_STEP_GRAPH"
 _MIN_MASK_CAPACITY = 1 << 16
 
 
+def step_graph_level() -> int:
+    """SGLANG_DDTREE_STEP_GRAPH: 0 (unset) eager; 1 the draft top-k and the tree build from a CUDA graph; 2 also the
+    greedy tree verify and the commit's bookkeeping (the KV move and the recurrent-state commit stay eager: the move
+    may not run twice). Anything else is refused."""
+    value = os.environ.get(ENV_STEP_GRAPH, "").strip() or "0"
+    if value not in ("0", "1", "2"):
+        raise ValueError(f"{ENV_STEP_GRAPH}={value!r}: use 0 (eager), 1 (the tree build) or 2 (also verify and commit)")
+    return int(value)
+
+
 def step_graph_enabled() -> bool:
-    """SGLANG_DDTREE_STEP_GRAPH: "1" on, unset / "0" off; anything else is refused."""
-    value = os.environ.get(ENV_STEP_GRAPH, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{ENV_STEP_GRAPH}={value!r}: use 1 (on) or 0 (off)")
-    return value == "1"
+    return step_graph_level() >= 1
 
 
 def mask_capacity(mask_size: int, current: int = 0) -> int:
@@ -353,7 +359,7 @@ class _StepGraph:
 
 _step_graphs: dict = {}
 _step_graph_retired: list = []  # a reason, once the step graph differed from the eager path or failed
-_step_graph_stats = {"captures": 0, "replays": 0}
+_step_graph_stats = {"captures": 0, "replays": 0, "commit_captures": 0, "commit_replays": 0}
 
 
 def _tree_from_arrays(arrays, mask_size: int, bs: int, n: int, device):
@@ -404,8 +410,9 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
         except Exception as exc:  # noqa: BLE001 - the eager path gives the same trees
             _step_graph_retired.append(repr(exc))
             _step_graphs.clear()
+            _commit_graphs.clear()
             logger.warning(
-                "DDTREE: step graph for bs=%d N=%d retired (%r); building eagerly for the server's life", bs, n, exc
+                "DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc
             )
             return None
         _step_graphs[key] = graph
@@ -416,6 +423,132 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
         )  # fmt: skip
         return _tree_from_arrays(want, mask_size, bs, n, draft_hidden.device)
     return _tree_from_arrays(graph.replay(draft_hidden, roots, prefix_lens), mask_size, bs, n, draft_hidden.device)
+
+
+class _CommitGraph:
+    """Level 2: the greedy tree verify (argmax, verify_tree_greedy), the commit's bookkeeping (commit_triton) and the
+    accepted hidden states' gather captured once per (bs, N, B, logits and hidden shapes, track interval) and
+    replayed on copied inputs. None of it writes outside its own tensors, so the capture's warm-up and the check
+    against the eager path are harmless; what leaves the step (tokens, lengths, bonus) is copied out of the graph's
+    tensors, the rest is read by this step only."""
+
+    def __init__(self, verify_func, logits, hidden, tree, verify_loc, prefix_lens, n: int, block: int, interval: int):
+        self.verify_func, self.n, self.block, self.interval = verify_func, int(n), int(block), int(interval)
+        self.logits, self.hidden = logits.clone(), hidden.clone()
+        self.tokens = tree["tokens"].clone()
+        self.next_token = tree["retrieve_next_token"].clone()
+        self.next_sibling = tree["retrieve_next_sibling"].clone()
+        self.retrieve_index = tree["retrieve_index"].clone()
+        self.verify_loc, self.prefix = verify_loc.clone(), prefix_lens.clone()
+        self.graph = self.out = None
+        if not self.logits.is_cuda:  # Triton's interpreter on a CPU (the checks): every replay runs the same code
+            return
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self._run()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self._run()
+
+    def _run(self):
+        from sglang.srt.speculative import ddtree_tree_kernel
+
+        return verify_and_commit(
+            self.verify_func, ddtree_tree_kernel.commit_triton, self.logits, self.hidden,
+            {"tokens": self.tokens, "retrieve_index": self.retrieve_index, "retrieve_next_token": self.next_token,
+             "retrieve_next_sibling": self.next_sibling},
+            self.verify_loc, self.prefix, self.n, self.block, self.interval,
+        )  # fmt: skip
+
+    def replay(self, logits, hidden, tree, verify_loc, prefix_lens):
+        for mine, theirs in (
+            (self.logits, logits), (self.hidden, hidden), (self.tokens, tree["tokens"]),
+            (self.next_token, tree["retrieve_next_token"]), (self.next_sibling, tree["retrieve_next_sibling"]),
+            (self.verify_loc, verify_loc), (self.prefix, prefix_lens),
+        ):  # fmt: skip
+            mine.copy_(theirs)
+        if self.graph is None:
+            self.out = self._run()
+        else:
+            self.graph.replay()
+        _step_graph_stats["commit_replays"] += 1
+        out = dict(self.out)
+        for key in _LEAVES_THE_STEP:  # the scheduler may read these after the next step's replay
+            out[key] = out[key].clone()
+        return out
+
+
+_LEAVES_THE_STEP = ("commit_lens", "out_tokens", "bonus", "new_seq_lens")
+
+
+def verify_and_commit(verify_func, commit_func, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval):
+    """Greedy tree verification (argmax, sglang's verify_tree_greedy), the commit's bookkeeping (``commit_func``:
+    commit_triton or commit_eager) and the accepted nodes' hidden states (``compact_hidden``) and the chain's KV
+    slots (``chain_loc_2d``): the part of a greedy step that level 2 replays, as one function for both paths."""
+    bs = int(tree["tokens"].shape[0])
+    device = logits.device
+    target_predict = torch.argmax(logits, dim=-1).view(bs, n)
+    predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
+    accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
+    accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
+    predicts, accept_index, accept_drafts = verify_func(
+        predicts=predicts,
+        accept_index=accept_index,
+        accept_token_num=accept_drafts,
+        candidates=tree["tokens"],
+        retrieve_index=tree["retrieve_index"],
+        retrieve_next_token=tree["retrieve_next_token"],
+        retrieve_next_sibling=tree["retrieve_next_sibling"],
+        target_predict=target_predict,
+    )
+    commit = commit_func(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+    return dict(
+        commit,
+        accept_drafts=accept_drafts,
+        compact_hidden=hidden[commit["acc_global"].reshape(-1)],
+        chain_loc_2d=verify_loc.view(bs, n)[:, :block].contiguous(),
+    )
+
+
+_commit_graphs: dict = {}
+
+
+def graphed_commit(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n: int, block: int, interval: int):
+    """Level 2's verify and commit from a CUDA graph (as graphed_tree: CUDA, or a CPU under Triton's interpreter), or
+    None for the eager path: below level 2, retired, or the Triton commit retired."""
+    if _step_graph_retired or step_graph_level() < 2 or not _kernels_run_on(logits.device):
+        return None
+    if tree_builder() != "triton" or "commit_triton" in _triton_failed:
+        return None
+    bs = int(tree["tokens"].shape[0])
+    key = (tuple(logits.shape), logits.dtype, tuple(hidden.shape), hidden.dtype, int(n), int(block), int(interval))
+    graph = _commit_graphs.get(key)
+    if graph is not None:
+        return graph.replay(logits, hidden, tree, verify_loc, prefix_lens)
+    try:
+        _step_graph_stats["commit_captures"] += 1
+        graph = _CommitGraph(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval)
+        got = graph.replay(logits, hidden, tree, verify_loc, prefix_lens)
+        want = verify_and_commit(
+            verify_func, commit_eager, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval
+        )
+        bad = _differences(got, want, tuple(want))
+        if bad:
+            raise RuntimeError("the replay differs from the eager path in " + ", ".join(bad))
+    except Exception as exc:  # noqa: BLE001 - the eager path gives the same values
+        _step_graph_retired.append(repr(exc))
+        _step_graphs.clear()
+        _commit_graphs.clear()
+        logger.warning("DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc)
+        return None
+    _commit_graphs[key] = graph
+    logger.info(
+        "DDTREE: tree verify and commit captured in a CUDA graph for bs=%d N=%d (%d graphs), equal to the eager path",
+        bs, n, len(_commit_graphs),
+    )  # fmt: skip
+    return want
 
 
 def _kernels_run_on(device) -> bool:
@@ -572,13 +705,30 @@ def ddtree_verify_step(
         )
 
     # --- 3) Tree verification: greedy (sgl_kernel.verify_tree_greedy) or, for a batch with sampling,
-    # tree speculative sampling (sample_tree); both give predicts / accept_index / accepted drafts.
+    # tree speculative sampling (sample_tree); then the commit's bookkeeping (chain layout, bonus, KV move,
+    # lengths, recurrent-state nodes). A greedy batch at SGLANG_DDTREE_STEP_GRAPH=2 replays both from a graph.
     sampling_info = batch.sampling_info
     sampled = sampling_info is not None and not bool(sampling_info.is_all_greedy)
-    if sampled:
+    interval = 0
+    if worker._need_mamba_verify_commit and batch.mamba_track_indices is not None:
+        from sglang.srt.runtime_context import get_exec
+
+        interval = int(get_exec().mamba.mamba_track_interval)
+    hidden = logits_output.hidden_states
+    if hidden is None:
+        raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
+    logits = logits_output.next_token_logits
+    commit = None
+    if not sampled:
+        commit = graphed_commit(verify_tree_greedy_func, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval)
+        if commit is None:
+            commit = verify_and_commit(
+                verify_tree_greedy_func, commit_tensors, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval
+            )
+    else:
         predicts, accept_index, accept_drafts = sample_tree(
             tree=tree,
-            logits=logits_output.next_token_logits,
+            logits=logits,
             sampling_info=sampling_info,
             draft_input=draft_input,
             bs=bs,
@@ -586,28 +736,14 @@ def ddtree_verify_step(
             block=block,
             device=device,
         )
-    else:
-        target_predict = torch.argmax(logits_output.next_token_logits, dim=-1).view(bs, n)
-        predicts = torch.zeros((bs * n,), dtype=torch.int32, device=device)
-        accept_index = torch.full((bs, block), -1, dtype=torch.int32, device=device)
-        accept_drafts = torch.empty((bs,), dtype=torch.int32, device=device)
-        predicts, accept_index, accept_drafts = verify_tree_greedy_func(
-            predicts=predicts,
-            accept_index=accept_index,
-            accept_token_num=accept_drafts,
-            candidates=tree["tokens"],
-            retrieve_index=tree["retrieve_index"],
-            retrieve_next_token=tree["retrieve_next_token"],
-            retrieve_next_sibling=tree["retrieve_next_sibling"],
-            target_predict=target_predict,
+        commit = commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+        commit = dict(
+            commit,
+            accept_drafts=accept_drafts,
+            compact_hidden=hidden[commit["acc_global"].reshape(-1)],
+            chain_loc_2d=verify_loc_2d[:, :block].contiguous(),
         )
-    # --- 3b) The commit's bookkeeping (chain layout, bonus, KV move, lengths, recurrent-state nodes).
-    interval = 0
-    if worker._need_mamba_verify_commit and batch.mamba_track_indices is not None:
-        from sglang.srt.runtime_context import get_exec
-
-        interval = int(get_exec().mamba.mamba_track_interval)
-    commit = commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+    accept_drafts = commit["accept_drafts"]
     commit_lens, out_tokens, bonus = commit["commit_lens"], commit["out_tokens"], commit["bonus"]
 
     # Hybrid targets: commit the recurrent state of each request's last accepted node.
@@ -627,11 +763,7 @@ def ddtree_verify_step(
         on_publish(new_seq_lens)
 
     # --- 5) Draft KV from the accepted nodes' target hidden states, chain positions.
-    hidden = logits_output.hidden_states
-    if hidden is None:
-        raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
-    compact_hidden = hidden[commit["acc_global"].reshape(-1)]
-    chain_loc_2d = verify_loc_2d[:, :block].contiguous()
+    compact_hidden, chain_loc_2d = commit["compact_hidden"], commit["chain_loc_2d"]
     worker._append_target_hidden_to_draft_kv_by_loc(
         target_hidden=compact_hidden,
         cache_loc=chain_loc_2d.reshape(-1),
@@ -848,12 +980,15 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
     worker._ddtree_steps = 0
     worker._ddtree_warned_eager = False
     builder = tree_builder()  # a bad SGLANG_DDTREE_TREE_BUILDER stops the start, naming the values
-    step_graph = step_graph_enabled()  # as does a bad SGLANG_DDTREE_STEP_GRAPH
+    step_graph = step_graph_level()  # as does a bad SGLANG_DDTREE_STEP_GRAPH
     if worker.ps.tp_rank == 0:
         logger.info(ddtree_utils.format_budget_log(config))
         logger.info("DDTREE: tree builder %s (%s)", builder, ENV_TREE_BUILDER)
         if step_graph:
-            logger.info("DDTREE: draft top-k and tree build replayed from CUDA graphs (%s=1)", ENV_STEP_GRAPH)
+            logger.info(
+                "DDTREE: draft top-k and tree build%s replayed from CUDA graphs (%s=%d)",
+                " and greedy tree verify and commit" if step_graph >= 2 else "", ENV_STEP_GRAPH, step_graph,
+            )  # fmt: skip
     if builder == "triton" and _kernels_run_on(worker.device):
         checks = self_check_triton(config, torch.device(worker.device))
         if worker.ps.tp_rank == 0 and all(v == "equal" for v in checks.values()):
