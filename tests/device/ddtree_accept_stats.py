@@ -74,15 +74,22 @@ def delta(before, after):
     return out
 
 
-def read(path):
+def read_json(path):
+    """A device plugin's totals file, or None when it is missing or unreadable (here and in ddtree_host_time)."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError):
-        return empty()
+        return None
+
+
+def read(path):
+    found = read_json(path)
+    return empty() if found is None else found
 
 
 def write(path, stats):
+    """``stats`` to ``path`` atomically (a reader never sees half a file)."""
     tmp = "%s.%d.tmp" % (path, os.getpid())
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(stats, handle)

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddtree_accept_stats  # tests/device: the plugin's shared file helpers
 
 ENV = "SPECDEC_HOST_TIME"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,10 +104,7 @@ class Probe:
         self.path, self.clock, self.stats, self.in_step = path, clock, empty(), False
 
     def write(self):
-        tmp = "%s.%d.tmp" % (self.path, os.getpid())
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(self.stats, handle)
-        os.replace(tmp, self.path)
+        ddtree_accept_stats.write(self.path, self.stats)
 
     def step(self, func):
         @functools.wraps(func)
@@ -175,11 +175,8 @@ def sglang_plugin():
 
 
 def read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return empty()
+    found = ddtree_accept_stats.read_json(path)
+    return empty() if found is None else found
 
 
 def server_env(env, path):

@@ -200,6 +200,19 @@ def tree_builder() -> str:
     return value
 
 
+def _capture(run):
+    """``run()`` warmed up on a side stream (allocator, first launches), then captured: (the graph, its outputs)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    return graph, out
+
+
 class _TreeGraph:
     """The array builder captured once for one (bs, N, top-k, block) and replayed on copied inputs.
 
@@ -214,14 +227,7 @@ class _TreeGraph:
         self.values = values.clone()
         self.indices = indices.clone()
         self.prefix_lens = prefix_lens.clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up outside the capture (allocator, first launches)
-            self._build()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._build()
+        self.graph, self.out = _capture(self._build)
 
     def _build(self):
         return ddtree_tree.build_tree_arrays(self.roots, self.values, self.indices, self.n, prefix_lens=self.prefix_lens)
@@ -323,16 +329,8 @@ class _StepGraph:
         self.roots = roots.clone()
         self.prefix = prefix_lens.clone()
         self.graph = self.out = None
-        if not self.hidden.is_cuda:  # Triton's interpreter on a CPU (the checks): every replay runs the same code
-            return
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up outside the capture (allocator, first launches)
-            self._run()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._run()
+        if self.hidden.is_cuda:  # else Triton's interpreter on a CPU (the checks): every replay runs the same code
+            self.graph, self.out = _capture(self._run)
 
     def _run(self):
         from sglang.srt.speculative import ddtree_tree_kernel
@@ -358,6 +356,7 @@ class _StepGraph:
 
 
 _step_graphs: dict = {}
+_commit_graphs: dict = {}  # level 2's graphs
 _step_graph_retired: list = []  # a reason, once the step graph differed from the eager path or failed
 _step_graph_stats = {"captures": 0, "replays": 0, "commit_captures": 0, "commit_replays": 0}
 
@@ -441,16 +440,8 @@ class _CommitGraph:
         self.retrieve_index = tree["retrieve_index"].clone()
         self.verify_loc, self.prefix = verify_loc.clone(), prefix_lens.clone()
         self.graph = self.out = None
-        if not self.logits.is_cuda:  # Triton's interpreter on a CPU (the checks): every replay runs the same code
-            return
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self._run()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._run()
+        if self.logits.is_cuda:  # else Triton's interpreter on a CPU (the checks): every replay runs the same code
+            self.graph, self.out = _capture(self._run)
 
     def _run(self):
         from sglang.srt.speculative import ddtree_tree_kernel
@@ -510,9 +501,6 @@ def verify_and_commit(verify_func, commit_func, logits, hidden, tree, verify_loc
         compact_hidden=hidden[commit["acc_global"].reshape(-1)],
         chain_loc_2d=verify_loc.view(bs, n)[:, :block].contiguous(),
     )
-
-
-_commit_graphs: dict = {}
 
 
 def graphed_commit(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n: int, block: int, interval: int):
