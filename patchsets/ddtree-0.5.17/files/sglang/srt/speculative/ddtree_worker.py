@@ -377,6 +377,20 @@ def _tree_from_arrays(arrays, mask_size: int, bs: int, n: int, device):
     }
 
 
+def _check_replay(bad):
+    """A capture's first replay against the eager path on the same inputs: ``bad`` names the outputs that differ."""
+    if bad:
+        raise RuntimeError("the replay differs from the eager path in " + ", ".join(bad))
+
+
+def _retire_step_graphs(exc, bs: int, n: int):
+    """Both levels' graphs dropped for the server's life (the eager path gives the same values), said once; None."""
+    _step_graph_retired.append(repr(exc))
+    _step_graphs.clear()
+    _commit_graphs.clear()
+    logger.warning("DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc)
+
+
 _STEP_GRAPH_KEYS = ("tokens", "positions", "depths", "first_child", "next_sibling", "num_nodes")
 
 
@@ -404,16 +418,9 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
             bad = _differences(got, want, _STEP_GRAPH_KEYS, rows)
             if not bad and not torch.equal(got["full_mask"][:mask_size], want["full_mask"][:mask_size]):
                 bad = ["full_mask"]
-            if bad:
-                raise RuntimeError("the replay differs from the eager path in " + ", ".join(bad))
+            _check_replay(bad)
         except Exception as exc:  # noqa: BLE001 - the eager path gives the same trees
-            _step_graph_retired.append(repr(exc))
-            _step_graphs.clear()
-            _commit_graphs.clear()
-            logger.warning(
-                "DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc
-            )
-            return None
+            return _retire_step_graphs(exc, bs, n)
         _step_graphs[key] = graph
         logger.info(
             "DDTREE: draft top-k and tree build captured in a CUDA graph for bs=%d N=%d (mask capacity %d bytes; %d graphs),"
@@ -522,15 +529,9 @@ def graphed_commit(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n
         want = verify_and_commit(
             verify_func, commit_eager, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval
         )
-        bad = _differences(got, want, tuple(want))
-        if bad:
-            raise RuntimeError("the replay differs from the eager path in " + ", ".join(bad))
+        _check_replay(_differences(got, want, tuple(want)))
     except Exception as exc:  # noqa: BLE001 - the eager path gives the same values
-        _step_graph_retired.append(repr(exc))
-        _step_graphs.clear()
-        _commit_graphs.clear()
-        logger.warning("DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc)
-        return None
+        return _retire_step_graphs(exc, bs, n)
     _commit_graphs[key] = graph
     logger.info(
         "DDTREE: tree verify and commit captured in a CUDA graph for bs=%d N=%d (%d graphs), equal to the eager path",
