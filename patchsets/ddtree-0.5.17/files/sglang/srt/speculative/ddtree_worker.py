@@ -295,10 +295,6 @@ def step_graph_level() -> int:
     return int(value)
 
 
-def step_graph_enabled() -> bool:
-    return step_graph_level() >= 1
-
-
 def mask_capacity(mask_size: int, current: int = 0) -> int:
     """The FULL-mask buffer a captured step holds: ``current`` while it fits ``mask_size``, else the next power of
     two at or above it (at least _MIN_MASK_CAPACITY), so a growing prefix recaptures a logarithmic number of times."""
@@ -391,14 +387,23 @@ def _retire_step_graphs(exc, bs: int, n: int):
     logger.warning("DDTREE: step graphs retired at bs=%d N=%d (%r); eager for the server's life", bs, n, exc)
 
 
-_STEP_GRAPH_KEYS = ("tokens", "positions", "depths", "first_child", "next_sibling", "num_nodes")
+def _tree_differences(got, want, mask_size: int) -> list:
+    """The tree arrays where ``got`` differs from ``want`` (each request's nodes only), then sglang's FULL mask (its
+    first ``mask_size`` bytes) where every request holds N nodes, the only trees that layout is defined for."""
+    bs, n = (int(x) for x in want["tokens"].shape)
+    rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
+    bad = _differences(got, want, ("num_nodes", "tokens", "depths", "positions", "first_child", "next_sibling"), rows)
+    if not bad and bool((want["num_nodes"] == n).all()):
+        masks = ({"full_mask": side["full_mask"][:mask_size]} for side in (got, want))
+        bad = _differences(*masks, ("full_mask",))
+    return bad
 
 
 def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int, mask_size: int):
     """The step's tree from the step graph (SGLANG_DDTREE_STEP_GRAPH=1 with the Triton builder; on CUDA, or on a CPU
     under Triton's interpreter, where the "graph" re-runs the same code), or None for the eager path: off, or
     retired (a capture that failed or differed from the eager path, said once)."""
-    if _step_graph_retired or not step_graph_enabled() or not _kernels_run_on(draft_hidden.device):
+    if _step_graph_retired or step_graph_level() < 1 or not _kernels_run_on(draft_hidden.device):
         return None
     if tree_builder() != "triton" or "build_tree_triton" in _triton_failed:
         return None
@@ -414,11 +419,7 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
             got = graph.replay(draft_hidden, roots, prefix_lens)
             values, indices = draft_topk(draft_hidden, lm_weight, topk)
             want = _build_arrays(roots, values, indices, prefix_lens, n, mask_size)
-            rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
-            bad = _differences(got, want, _STEP_GRAPH_KEYS, rows)
-            if not bad and not torch.equal(got["full_mask"][:mask_size], want["full_mask"][:mask_size]):
-                bad = ["full_mask"]
-            _check_replay(bad)
+            _check_replay(_tree_differences(got, want, mask_size))
         except Exception as exc:  # noqa: BLE001 - the eager path gives the same trees
             return _retire_step_graphs(exc, bs, n)
         _step_graphs[key] = graph
@@ -501,12 +502,20 @@ def verify_and_commit(verify_func, commit_func, logits, hidden, tree, verify_loc
         retrieve_next_sibling=tree["retrieve_next_sibling"],
         target_predict=target_predict,
     )
+    return commit_step(commit_func, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval)
+
+
+def commit_step(commit_func, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval):
+    """The commit's bookkeeping (``commit_func``: commit_triton, commit_eager or commit_tensors) with the accepted
+    drafts, the accepted nodes' hidden states (``compact_hidden``) and the chain's KV slots (``chain_loc_2d``): what
+    the rest of the step reads, after a greedy or a sampled verify alike."""
+    block = int(accept_index.shape[1])
     commit = commit_func(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
     return dict(
         commit,
         accept_drafts=accept_drafts,
         compact_hidden=hidden[commit["acc_global"].reshape(-1)],
-        chain_loc_2d=verify_loc.view(bs, n)[:, :block].contiguous(),
+        chain_loc_2d=verify_loc.view(-1, n)[:, :block].contiguous(),
     )
 
 
@@ -652,7 +661,6 @@ def ddtree_verify_step(
         draft_token_num=n,
         device=device,
     )
-    verify_loc_2d = verify_loc.view(bs, n)
     verify_input = DFlashVerifyInput(
         draft_token=tree["tokens"].reshape(-1),
         positions=tree["positions"],
@@ -707,7 +715,6 @@ def ddtree_verify_step(
     if hidden is None:
         raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
     logits = logits_output.next_token_logits
-    commit = None
     if not sampled:
         commit = graphed_commit(verify_tree_greedy_func, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval)
         if commit is None:
@@ -725,12 +732,8 @@ def ddtree_verify_step(
             block=block,
             device=device,
         )
-        commit = commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
-        commit = dict(
-            commit,
-            accept_drafts=accept_drafts,
-            compact_hidden=hidden[commit["acc_global"].reshape(-1)],
-            chain_loc_2d=verify_loc_2d[:, :block].contiguous(),
+        commit = commit_step(
+            commit_tensors, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval
         )
     accept_drafts = commit["accept_drafts"]
     commit_lens, out_tokens, bonus = commit["commit_lens"], commit["out_tokens"], commit["bonus"]
@@ -915,10 +918,7 @@ def _check_build(kernel, config: ddtree_utils.DDTreeConfig, device) -> str:
     got = kernel.build_tree_triton(roots, values, indices, n, prefix_lens=prefix, full_mask_size=mask_size)
     want = ddtree_tree.build_tree_arrays(roots, values, indices, n, prefix_lens=prefix)
     want = dict(want, full_mask=ddtree_tree.full_mask(want["ancestor_mask"], prefix, mask_size))
-    rows = torch.arange(n, device=want["num_nodes"].device).view(1, n) < want["num_nodes"].view(bs, 1)
-    bad = _differences(got, want, ("num_nodes", "tokens", "depths", "positions", "first_child", "next_sibling"), rows)
-    if not bad and bool((want["num_nodes"] == n).all()):  # the mask's layout holds N nodes per request
-        bad = _differences(got, want, ("full_mask",))
+    bad = _tree_differences(got, want, mask_size)
     return "differs: " + ", ".join(bad) if bad else "equal"
 
 
