@@ -338,9 +338,8 @@ def with_host_time(runs, out):
     ]
 
 
-def host_time_report(runs, out):
+def host_time_report(names, out):
     """{run: host milliseconds per decode step, per part} from the probe's files (ddtree_host_time.summarize)."""
-    names = dict.fromkeys(name for name, *_rest in runs)
     return {
         name: ddtree_host_time.summarize(ddtree_host_time.read(pathlib.Path(out) / host_time_file(name)))
         for name in names
@@ -653,7 +652,8 @@ def main(argv=None):
     else:
         runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
     runs = with_ddtree_env(runs, args.ddtree_env)
-    timed_runs = runs = with_host_time(runs, out) if args.host_time else runs
+    runs = with_host_time(runs, out) if args.host_time else runs
+    names = [name for name, *_rest in runs]  # every server, before the rounds and pairs rename or drop them
     pairs = interleave_pairs(runs) if args.interleave else []
     runs = [] if args.interleave_only else with_rounds(runs, args.rounds)
     for name, flags, run_env, command in runs:
@@ -669,7 +669,7 @@ def main(argv=None):
     result["interleaved"] = interleaved
     result["checks"] = compare(results, args, interleaved)
     if args.host_time:
-        result["host_time"] = host_time_report(timed_runs, out)
+        result["host_time"] = host_time_report(names, out)
     result["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "e2e.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "speed-summary.json").write_text(json.dumps(speed_summary(result), indent=1) + "\n")

@@ -502,15 +502,14 @@ def verify_and_commit(verify_func, commit_func, logits, hidden, tree, verify_loc
         retrieve_next_sibling=tree["retrieve_next_sibling"],
         target_predict=target_predict,
     )
-    return commit_step(commit_func, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval)
-
-
-def commit_step(commit_func, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval):
-    """The commit's bookkeeping (``commit_func``: commit_triton, commit_eager or commit_tensors) with the accepted
-    drafts, the accepted nodes' hidden states (``compact_hidden``) and the chain's KV slots (``chain_loc_2d``): what
-    the rest of the step reads, after a greedy or a sampled verify alike."""
-    block = int(accept_index.shape[1])
     commit = commit_func(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+    return with_accepted(commit, accept_drafts, hidden, verify_loc, n)
+
+
+def with_accepted(commit, accept_drafts, hidden, verify_loc, n: int):
+    """The commit's bookkeeping with what the rest of the step reads, after a greedy or a sampled verify alike: the
+    accepted drafts, the accepted nodes' hidden states (``compact_hidden``) and the chain's KV slots (``chain_loc_2d``)."""
+    block = int(commit["out_tokens"].shape[1])
     return dict(
         commit,
         accept_drafts=accept_drafts,
@@ -732,9 +731,8 @@ def ddtree_verify_step(
             block=block,
             device=device,
         )
-        commit = commit_step(
-            commit_tensors, accept_index, accept_drafts, predicts, hidden, verify_loc, prefix_lens, n, interval
-        )
+        commit = commit_tensors(accept_index, accept_drafts, predicts, verify_loc, prefix_lens, n, interval)
+        commit = with_accepted(commit, accept_drafts, hidden, verify_loc, n)
     accept_drafts = commit["accept_drafts"]
     commit_lens, out_tokens, bonus = commit["commit_lens"], commit["out_tokens"], commit["bonus"]
 
