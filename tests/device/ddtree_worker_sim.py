@@ -698,12 +698,14 @@ BROKEN_KEY = {1: ("_StepGraph", "next_sibling"), 2: ("_CommitGraph", "bonus")}
 
 
 def step_graph_setup(dw, level, *, broken):
-    """SGLANG_DDTREE_STEP_GRAPH=level (under TRITON_INTERPRET=1: a "graph" re-runs the same code on a CPU) with a
-    small mask buffer, so that the growing prefixes make the tree graph recapture; with ``broken`` the level's own
-    graph gives a wrong value (BROKEN_KEY), which its capture's check against the eager path must catch (every
-    step then runs eagerly)."""
-    assert os.environ.get("TRITON_INTERPRET") == "1", "--step-graph runs under TRITON_INTERPRET=1"
+    """SGLANG_DDTREE_STEP_GRAPH=level: 0 the eager path; 1 or 2 (under TRITON_INTERPRET=1: a "graph" re-runs the
+    same code on a CPU) with a small mask buffer, so that the growing prefixes make the tree graph recapture; with
+    ``broken`` the level's own graph gives a wrong value (BROKEN_KEY), which its capture's check against the eager
+    path must catch (every step then runs eagerly)."""
     os.environ[dw.ENV_STEP_GRAPH] = str(level)
+    if not level:
+        return
+    assert os.environ.get("TRITON_INTERPRET") == "1", "--step-graph 1 or 2 runs under TRITON_INTERPRET=1"
     dw._MIN_MASK_CAPACITY = 64
     if broken:
         cls, key = BROKEN_KEY[level]
@@ -736,7 +738,7 @@ def step_graph_verdict(dw, shapes, level, *, broken, sampled):
     print("step graphs (level %d): %s, retired %s" % (level, stats, retired or "never"))
 
 
-def main(argv=None):
+def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", default="patchsets/ddtree-0.5.17")
     p.add_argument("--steps", type=int, default=40)
@@ -754,17 +756,25 @@ def main(argv=None):
         help="every batch verified by the tree sampling path (top_k 1: must still be the target's tokens)",
     )  # fmt: skip
     p.add_argument(
-        "--step-graph", type=int, nargs="?", const=1, default=0, choices=(1, 2),
-        help="(under TRITON_INTERPRET=1) SGLANG_DDTREE_STEP_GRAPH=1 (the draft top-k and tree build through the step "
-        "graph's code, recaptured as the mask grows) or 2 (also the greedy verify and commit); every step lossless",
+        "--step-graph", type=int, nargs="?", const=1, default=None, choices=(0, 1, 2),
+        help="SGLANG_DDTREE_STEP_GRAPH=0 (the eager path) or, under TRITON_INTERPRET=1, 1 (the draft top-k and tree "
+        "build through the step graph's code, recaptured as the mask grows) or 2 (also the greedy verify and commit), "
+        "checked; every step lossless. Unset: the set's default (2; under the interpreter only, as on a GPU host)",
     )  # fmt: skip
     p.add_argument(
         "--break-step-graph", action="store_true",
         help="with --step-graph: that level's graph gives a wrong value; its capture check must retire the graphs",
     )  # fmt: skip
     args = p.parse_args(argv)
+    if args.break_step_graph and not args.step_graph:
+        p.error("--break-step-graph needs --step-graph 1 or 2")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     du, dw = load_set(args.set, chain_commit=args.chain_commit)
-    if args.step_graph:
+    if args.step_graph is not None:
         step_graph_setup(dw, args.step_graph, broken=args.break_step_graph)
     cases = [(False, 4, 16, 8), (False, 4, 4, 8), (False, 6, 24, 3), (False, 2, 9, 8)]
     if not args.dense_only:

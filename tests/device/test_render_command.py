@@ -88,11 +88,14 @@ def test_the_cli_prints_json_and_a_shell_line():
     assert shell.startswith("env ") and "CUDA_VISIBLE_DEVICES=GPU-x" in shell and " --port 30001" in shell
 
 
-def test_the_ddtree_tree_builder_variable_reaches_the_services_environment():
+def test_the_ddtree_variables_reach_the_services_environment():
     ddtree = {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 16}
-    assert "SGLANG_DDTREE_TREE_BUILDER" not in rc.render("ct200", overrides=ddtree)["env"]  # the set's default
+    env = rc.render("ct200", overrides=ddtree)["env"]
+    assert "SGLANG_DDTREE_TREE_BUILDER" not in env and "SGLANG_DDTREE_STEP_GRAPH" not in env  # the set's defaults
     out = rc.render("ct200", overrides=dict(ddtree, sglang_service_ddtree_tree_builder="graph"))
     assert out["env"]["SGLANG_DDTREE_TREE_BUILDER"] == "graph" and out["env"]["SGLANG_DDTREE_BUDGET"] == "16"
+    out = rc.render("ct200", overrides=dict(ddtree, sglang_service_ddtree_step_graph="0"))
+    assert out["env"]["SGLANG_DDTREE_STEP_GRAPH"] == "0"
 
 
 def test_deploy_command_runs_ddtree_vars_are_role_variables_with_yaml_values():

@@ -86,3 +86,23 @@ def test_chain_commit_replaces_both_places_and_changes_the_nodes():
     bare = SimpleNamespace()
     mistake(SimpleNamespace(), bare)
     assert not hasattr(bare, "commit_tensors")
+
+
+def _names(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def test_the_graphed_commit_goes_through_what_chain_commit_replaces():
+    """Level 2 of SGLANG_DDTREE_STEP_GRAPH (0.5.17's default since 2026-12-06) replays the commit from a CUDA graph:
+    had it called Triton's commit by its own name, --chain-commit would no longer reach a default step and the
+    control would pass on the GPU, as it did on 2026-12-05."""
+    runs = {}
+    for set_dir in SETS:
+        worker = ast.parse((set_dir / WORKER).read_text())
+        for graph in (n for n in ast.walk(worker) if isinstance(n, ast.ClassDef) and n.name == "_CommitGraph"):
+            runs[set_dir.name] = next(n for n in graph.body if isinstance(n, ast.FunctionDef) and n.name == "_run")
+    assert "ddtree-0.5.17" in runs, sorted(runs)
+    for name, run in runs.items():
+        assert "commit_tensors" in _names(run), (
+            "%s: _CommitGraph._run commits through what --chain-commit leaves" % name
+        )

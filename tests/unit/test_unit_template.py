@@ -64,11 +64,14 @@ def test_empty_backends_leave_sglang_its_own_choice():
 
 def test_the_ddtree_knobs_reach_the_environment_file_only_when_set():
     env = render_env(sglang_service_speculative_algorithm="DDTREE")
-    assert "SGLANG_DDTREE_TREE_BUILDER" not in env and "SGLANG_DDTREE_BUDGET" not in env  # the set's defaults
+    knobs = ("SGLANG_DDTREE_TREE_BUILDER", "SGLANG_DDTREE_BUDGET", "SGLANG_DDTREE_STEP_GRAPH")
+    assert not [k for k in knobs if k in env]  # the set's defaults
     env = render_env(
         sglang_service_speculative_algorithm="DDTREE",
         sglang_service_ddtree_budget=16,
         sglang_service_ddtree_tree_builder="graph",
+        sglang_service_ddtree_step_graph=0,  # YAML's 0: an int, rendered as the set reads it
     )
     lines = env.splitlines()
     assert 'SGLANG_DDTREE_BUDGET="16"' in lines and 'SGLANG_DDTREE_TREE_BUILDER="graph"' in lines
+    assert 'SGLANG_DDTREE_STEP_GRAPH="0"' in lines

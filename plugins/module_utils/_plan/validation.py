@@ -348,6 +348,7 @@ ENVELOPE_RESERVED_ENVIRONMENT = (
     "SGLANG_API_KEY",
     "SGLANG_DDTREE_BUDGET",
     "SGLANG_DDTREE_TREE_BUILDER",
+    "SGLANG_DDTREE_STEP_GRAPH",
 )
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _ONE_LINE = re.compile(r"[^\n\r]*")  # fullmatch: "$" would accept a trailing newline

@@ -389,24 +389,23 @@ def _service_draft_tokens(v: dict) -> list[str]:
     ]
 
 
+# The DDTree set's knobs, each with the value that leaves the set's default (the only one DFLASH allows).
+_DDTREE_ONLY = (
+    ("sglang_service_ddtree_budget", 0, "0"),
+    ("sglang_service_ddtree_tree_builder", "", '""'),
+    ("sglang_service_ddtree_step_graph", "", '""'),
+)
+
+
 def _service_ddtree(v: dict) -> list[str]:
     errors = []
-    algorithm, budget, builder, tp = (
-        v["sglang_service_speculative_algorithm"],
-        v["sglang_service_ddtree_budget"],
-        v["sglang_service_ddtree_tree_builder"],
-        v["sglang_service_tp_size"],
-    )
-    if budget != 0 and algorithm != "DDTREE":
-        errors.append(
-            f"sglang_service_ddtree_budget={budget} is for sglang_service_speculative_algorithm=DDTREE only"
-            f" (found {algorithm}); allowed with {algorithm}: 0"
-        )
-    if builder and algorithm != "DDTREE":
-        errors.append(
-            f"sglang_service_ddtree_tree_builder={builder} is for sglang_service_speculative_algorithm=DDTREE only"
-            f' (found {algorithm}); allowed with {algorithm}: ""'
-        )
+    algorithm, tp = v["sglang_service_speculative_algorithm"], v["sglang_service_tp_size"]
+    for name, unset, shown in _DDTREE_ONLY:
+        if algorithm != "DDTREE" and v[name] != unset:
+            errors.append(
+                f"{name}={v[name]} is for sglang_service_speculative_algorithm=DDTREE only"
+                f" (found {algorithm}); allowed with {algorithm}: {shown}"
+            )
     if algorithm == "DDTREE" and tp != 1:
         errors.append(
             f"sglang_service_speculative_algorithm=DDTREE needs sglang_service_tp_size=1 (found {tp}; the DDTree set"
@@ -671,8 +670,7 @@ CROSS_RULES = (
         "sglang_service",
         (
             "sglang_service_speculative_algorithm",
-            "sglang_service_ddtree_budget",
-            "sglang_service_ddtree_tree_builder",
+            *(name for name, _unset, _shown in _DDTREE_ONLY),
             "sglang_service_tp_size",
         ),
         _service_ddtree,

@@ -94,7 +94,8 @@ def test_environment_rules():
         f"{NAME}.full.environment.lower: the name is not [A-Z_][A-Z0-9_]*; use a dict of environment variable"
         " names ([A-Z0-9_]) to one-line values",
         f"{NAME}.full.environment.CUDA_VISIBLE_DEVICES: the name is set by the role, not here (reserved:"
-        " CUDA_VISIBLE_DEVICES, SGLANG_API_KEY, SGLANG_DDTREE_BUDGET, SGLANG_DDTREE_TREE_BUILDER)",
+        " CUDA_VISIBLE_DEVICES, SGLANG_API_KEY, SGLANG_DDTREE_BUDGET, SGLANG_DDTREE_TREE_BUILDER,"
+        " SGLANG_DDTREE_STEP_GRAPH)",
         f'{NAME}.full.environment.MULTI="a\\nB=2" is not a one-line string, number or boolean; use a dict of'
         " environment variable names ([A-Z0-9_]) to one-line values",
         f'{NAME}.full.environment.TRAIL="x\\n" is not a one-line string, number or boolean; use a dict of'

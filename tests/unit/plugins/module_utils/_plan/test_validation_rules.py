@@ -398,6 +398,18 @@ CASES += [
          "sglang_service_environment", "SGLANG_DDTREE_TREE_BUILDER"),
 ]  # fmt: skip
 
+# Added since (the DDTree step graph's variable, 2026-12-06).
+CASES += [
+    case("ddtree-step-graph-with-dflash", DEPLOY, ["sglang_service_ddtree_step_graph=0"],
+         "sglang_service_ddtree_step_graph", 'allowed with DFLASH: ""'),
+    case("ddtree-step-graph-unknown", DEPLOY,
+         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_step_graph": 3}'],
+         "sglang_service_ddtree_step_graph", '"", 0, 1, 2'),
+    case("ddtree-step-graph-in-the-environment", DEPLOY,
+         ['{"sglang_service_environment": {"SGLANG_DDTREE_STEP_GRAPH": "0"}}'],
+         "sglang_service_environment", "SGLANG_DDTREE_STEP_GRAPH"),
+]  # fmt: skip
+
 # The cases the deploy plan refuses (specdec.sglang.deploy_plan, after the checks above passed).
 PLAN_CASE_IDS = {
     "sglang-0.5.23-over-torch-2.11",

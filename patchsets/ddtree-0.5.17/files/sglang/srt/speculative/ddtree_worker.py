@@ -276,20 +276,22 @@ def _graph_arrays(roots, values, indices, prefix_lens, n: int):
     return graph.replay(roots, values, indices, prefix_lens)
 
 
-# SGLANG_DDTREE_STEP_GRAPH=1 (opt-in, not yet proven end to end): the draft's top-k and the Triton tree build
-# (tree, links, positions and sglang's FULL mask) replayed from one CUDA graph per (batch, B, N, top-k, mask
-# capacity) instead of ~35 launches from Python every step. The 2026-12-06 control showed that fixed per-step work,
-# not the tree's width, is what a DDTREE step costs beyond DFLASH's on a small pair
-# (tests/device/records/2026-12-06-h100-ddtree-e2e-interleaved-block8).
+# SGLANG_DDTREE_STEP_GRAPH (default 2): the draft's top-k and the Triton tree build (tree, links, positions and
+# sglang's FULL mask) replayed from one CUDA graph per (batch, B, N, top-k, mask capacity) instead of ~35 launches
+# from Python every step, and at 2 a greedy batch's verify and commit bookkeeping from a second one. The 2026-12-06
+# control showed that fixed per-step work, not the tree's width, is what a DDTREE step costs beyond DFLASH's on a
+# small pair (tests/device/records/2026-12-06-h100-ddtree-e2e-interleaved-block8); level 2 took a step from 1.19x
+# DFLASH's to about DFLASH's and replayed 512/512 lossless on both pairs
+# (tests/device/records/2026-12-06-h100-ddtree-step-graph-commit). 0 is the eager path, for diagnosis.
 ENV_STEP_GRAPH = "SGLANG_DDTREE_STEP_GRAPH"
 _MIN_MASK_CAPACITY = 1 << 16
 
 
 def step_graph_level() -> int:
-    """SGLANG_DDTREE_STEP_GRAPH: 0 (unset) eager; 1 the draft top-k and the tree build from a CUDA graph; 2 also the
+    """SGLANG_DDTREE_STEP_GRAPH: 0 eager; 1 the draft top-k and the tree build from a CUDA graph; 2 (unset) also the
     greedy tree verify and the commit's bookkeeping (the KV move and the recurrent-state commit stay eager: the move
     may not run twice). Anything else is refused."""
-    value = os.environ.get(ENV_STEP_GRAPH, "").strip() or "0"
+    value = os.environ.get(ENV_STEP_GRAPH, "").strip() or "2"
     if value not in ("0", "1", "2"):
         raise ValueError(f"{ENV_STEP_GRAPH}={value!r}: use 0 (eager), 1 (the tree build) or 2 (also verify and commit)")
     return int(value)
@@ -400,7 +402,7 @@ def _tree_differences(got, want, mask_size: int) -> list:
 
 
 def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int, mask_size: int):
-    """The step's tree from the step graph (SGLANG_DDTREE_STEP_GRAPH=1 with the Triton builder; on CUDA, or on a CPU
+    """The step's tree from the step graph (SGLANG_DDTREE_STEP_GRAPH 1 or 2 with the Triton builder; on CUDA, or on a CPU
     under Triton's interpreter, where the "graph" re-runs the same code), or None for the eager path: off, or
     retired (a capture that failed or differed from the eager path, said once)."""
     if _step_graph_retired or step_graph_level() < 1 or not _kernels_run_on(draft_hidden.device):
@@ -452,10 +454,10 @@ class _CommitGraph:
             self.graph, self.out = _capture(self._run)
 
     def _run(self):
-        from sglang.srt.speculative import ddtree_tree_kernel
-
+        # commit_tensors (Triton's commit here: graphed_commit runs only where it does), the one name both paths
+        # commit through.
         return verify_and_commit(
-            self.verify_func, ddtree_tree_kernel.commit_triton, self.logits, self.hidden,
+            self.verify_func, commit_tensors, self.logits, self.hidden,
             {"tokens": self.tokens, "retrieve_index": self.retrieve_index, "retrieve_next_token": self.next_token,
              "retrieve_next_sibling": self.next_sibling},
             self.verify_loc, self.prefix, self.n, self.block, self.interval,
@@ -976,6 +978,8 @@ def init_ddtree(worker, server_args) -> Optional[ddtree_utils.DDTreeConfig]:
                 "DDTREE: draft top-k and tree build%s replayed from CUDA graphs (%s=%d)",
                 " and greedy tree verify and commit" if step_graph >= 2 else "", ENV_STEP_GRAPH, step_graph,
             )  # fmt: skip
+        else:
+            logger.info("DDTREE: draft top-k, tree build, verify and commit launched eagerly (%s=0)", ENV_STEP_GRAPH)
     if builder == "triton" and _kernels_run_on(worker.device):
         checks = self_check_triton(config, torch.device(worker.device))
         if worker.ps.tp_rank == 0 and all(v == "equal" for v in checks.values()):
