@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Train the tiny hybrid pair (Gated DeltaNet target + DFlash draft) on the GPU, so that drafts get accepted.
 
-    python train_tiny_hybrid_pair.py OUTDIR [--target-seconds 60] [--draft-seconds 45] [--device cuda]
+    python train_tiny_hybrid_pair.py OUTDIR [--target-seconds 60 | --target-steps N]
+        [--draft-seconds 45 | --draft-steps M] [--device cuda]
 
 The hybrid counterpart of train_tiny_pair.py (the dense pair), with the pair of
 build_tiny_models.build_hybrid_pair (its configs, tokenizer and Qwen3-VL processor, unchanged):
@@ -11,7 +12,7 @@ build_tiny_models.build_hybrid_pair (its configs, tokenizer and Qwen3-VL process
 1. corpus: this repository's own text, one token per byte (id = byte + 16; train_tiny_pair's corpus);
 2. target: the Qwen3_5ForConditionalGeneration of build_hybrid_pair (8 text layers, 6 Gated DeltaNet +
    2 gated attention in Qwen3.6-27B's per-layer geometry), fresh transformers init, trained as a
-   byte-level language model for --target-seconds with transformers' own modeling on the GPU (its
+   byte-level language model for --target-seconds (or --target-steps) with transformers' own modeling on the GPU (its
    torch Gated DeltaNet path: chunked scan, no fla / causal_conv1d needed);
 3. draft data: greedy continuations of corpus windows by the trained target (full recompute per
    token, no cache), with the target's layer 1, 3, 5 outputs (sglang captures layer id + 1's input);
@@ -100,7 +101,13 @@ def train_target(model, train_ids, args, device):
 
     holder = torch.nn.ParameterList(params)
     return train_for(
-        "target", holder, seconds=args.target_seconds, lr=args.target_lr, weight_decay=0.01, loss_of=loss_of
+        "target",
+        holder,
+        seconds=args.target_seconds,
+        steps=args.target_steps,
+        lr=args.target_lr,
+        weight_decay=0.01,
+        loss_of=loss_of,
     )
 
 
@@ -265,7 +272,15 @@ def train_draft(draft, model, data, feats, *, args, device):
             logits = draft_logits(draft, head, feats[idx], embeds, anchors=anchors, block=args.block)
         return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
 
-    return train_for("draft", draft, seconds=args.draft_seconds, lr=args.draft_lr, weight_decay=0.0, loss_of=loss_of)
+    return train_for(
+        "draft",
+        draft,
+        seconds=args.draft_seconds,
+        steps=args.draft_steps,
+        lr=args.draft_lr,
+        weight_decay=0.0,
+        loss_of=loss_of,
+    )
 
 
 @torch.no_grad()
@@ -297,6 +312,8 @@ def build_parser():
     p.add_argument("--seed", type=int, default=1202)
     p.add_argument("--target-seconds", type=float, default=60.0)
     p.add_argument("--draft-seconds", type=float, default=45.0)
+    p.add_argument("--target-steps", type=int, default=0, help="train the target this many steps (not seconds)")
+    p.add_argument("--draft-steps", type=int, default=0, help="train the draft this many steps (not seconds)")
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--target-lr", type=float, default=2e-3)
