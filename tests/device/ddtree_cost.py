@@ -88,13 +88,15 @@ def block_of(draft):
 
 # The tree builder of a DDTREE run, by the name's suffix (SGLANG_DDTREE_TREE_BUILDER): ddtree16 the set's
 # default (one Triton program per request since 2026-12-05), ddtree16t the same named, ddtree16g the array
-# builder replayed from a CUDA graph (the default before), ddtree16e the array builder launched op by op.
+# builder replayed from a CUDA graph (the default before), ddtree16e the array builder launched op by op. A last
+# suffix s0 / s1 / s2 sets SGLANG_DDTREE_STEP_GRAPH (none: the set's default, 2 since 2026-12-06): ddtree16s0 is
+# the eager step the cost rows before that date measured.
 BUILDER_SUFFIXES = {"": None, "t": "triton", "g": "graph", "e": "eager"}
-DDTREE_RUN = re.compile(r"ddtree(\d+)([%s]?)" % "".join(BUILDER_SUFFIXES))
+DDTREE_RUN = re.compile(r"ddtree(\d+)([%s]?)(?:s([012]))?" % "".join(BUILDER_SUFFIXES))
 
 
 def budget_of(run):
-    """N of a DDTREE run (``ddtree16``, ``ddtree16t``, ``ddtree16g``, ``ddtree16e``)."""
+    """N of a DDTREE run (``ddtree16``, ``ddtree16t``, ``ddtree16g``, ``ddtree16e``, ``ddtree16s0``, ...)."""
     found = DDTREE_RUN.fullmatch(run)
     return int(found.group(1)) if found else None
 
@@ -103,6 +105,22 @@ def builder_of(run):
     """The SGLANG_DDTREE_TREE_BUILDER a DDTREE run sets (None: the set's default, triton)."""
     found = DDTREE_RUN.fullmatch(run)
     return BUILDER_SUFFIXES[found.group(2)] if found else None
+
+
+def step_graph_of(run):
+    """The SGLANG_DDTREE_STEP_GRAPH a DDTREE run sets (None: the set's default)."""
+    found = DDTREE_RUN.fullmatch(run)
+    return found.group(3) if found else None
+
+
+def ddtree_env(run):
+    """The environment a DDTREE run's server gets: its budget, and the builder and step graph its name sets."""
+    env = {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}
+    if builder_of(run):
+        env["SGLANG_DDTREE_TREE_BUILDER"] = builder_of(run)
+    if step_graph_of(run):
+        env["SGLANG_DDTREE_STEP_GRAPH"] = step_graph_of(run)
+    return env
 
 
 def valid_run(run):
@@ -132,8 +150,7 @@ def server_flags(target, draft, run, batches, *, mem=0.9, context=4096):
     # DDTREE: graphs as DFLASH's (the set captures the target's verify at the tree's width N with triton
     # attention; a decode line says cuda graph False where a batch ran eager).
     return [*common, "--cuda-graph-bs", *map(str, sorted(set(batches))), "--speculative-algorithm", "DDTREE",
-            *spec], {"SGLANG_DDTREE_BUDGET": str(budget_of(run)),
-                     **({"SGLANG_DDTREE_TREE_BUILDER": builder_of(run)} if builder_of(run) else {})}  # fmt: skip
+            *spec], ddtree_env(run)  # fmt: skip
 
 
 def decode_steps(text):
@@ -254,7 +271,10 @@ def build_parser():
     p.add_argument("--target", required=True, help="config-only 27B target dir (build_tiny_models --with-27b)")
     p.add_argument("--draft", required=True, help="config-only 27B DFlash draft dir")
     p.add_argument("--out", required=True)
-    p.add_argument("--runs", default="target,dflash,ddtree16,ddtree32,ddtree64,target-eager")
+    p.add_argument(
+        "--runs", default="target,dflash,ddtree16,ddtree32,ddtree64,target-eager",
+        help="target, target-eager, dflash, ddtree<N>[t|g|e][s0|s1|s2] (tree builder, step graph level)",
+    )  # fmt: skip
     p.add_argument("--batches", default="1,8")
     p.add_argument("--tokens", type=int, default=160, help="new tokens per request (steps per sample)")
     p.add_argument("--warmup-steps", type=int, default=16, help="first steps at the batch size left out")

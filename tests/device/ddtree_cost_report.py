@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(HERE))
 
 from ansible_collections.specdec.sglang.plugins.module_utils._plan import envelope_plan as ep  # noqa: E402
-from ddtree_cost import budget_of, builder_of  # noqa: E402  (the harness's own run names)
+from ddtree_cost import budget_of, builder_of, step_graph_of  # noqa: E402  (the harness's own run names)
 
 BASELINE = "target"  # the graphed target decode: what a deploy without speculation runs
 FIELD = {"mem_fraction_static": 0.88, "max_running_requests": 16}  # the field's envelope (docs/envelopes.md)
@@ -72,8 +72,12 @@ def label(run):
     if run == "dflash":
         return "DFLASH B=16"
     if run.startswith("ddtree"):
-        builder = builder_of(run)
-        return "DDTREE N=%s" % budget_of(run) + (", %s tree builder" % BUILDER_LABELS[builder] if builder else "")
+        builder, step_graph = builder_of(run), step_graph_of(run)
+        return (
+            "DDTREE N=%s" % budget_of(run)
+            + (", %s tree builder" % BUILDER_LABELS[builder] if builder else "")
+            + (", step graph %s" % step_graph if step_graph else "")
+        )
     return {"target": "target (graphs)", "target-eager": "target (eager)"}[run]
 
 

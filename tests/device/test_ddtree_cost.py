@@ -183,6 +183,17 @@ def test_a_suffixed_run_is_the_same_budget_with_another_tree_builder(tmp_path, r
     assert env == {"SGLANG_DDTREE_BUDGET": "16", "SGLANG_DDTREE_TREE_BUILDER": builder}
 
 
+@pytest.mark.parametrize(("run", "level", "builder"), [("ddtree16s0", "0", None), ("ddtree32gs1", "1", "graph")])
+def test_a_step_graph_suffix_sets_the_sets_step_graph(tmp_path, run, level, builder):
+    (tmp_path / "config.json").write_text(json.dumps(btm.real_27b_configs()[2]))
+    flags, env = dc.server_flags("/t", tmp_path, run, [1, 8])
+    assert flags == dc.server_flags("/t", tmp_path, "ddtree%d" % dc.budget_of(run), [1, 8])[0]
+    assert env["SGLANG_DDTREE_STEP_GRAPH"] == level and env.get("SGLANG_DDTREE_TREE_BUILDER") == builder
+    assert rep.label(run).endswith("step graph " + level)
+    assert "SGLANG_DDTREE_STEP_GRAPH" not in dc.server_flags("/t", tmp_path, "ddtree16", [1, 8])[1]
+    assert not any(dc.valid_run(bad) for bad in ("ddtree16s3", "ddtree16s", "ddtree16s0g", "ddtree16s00"))
+
+
 def test_prompts_stay_inside_the_targets_vocabulary(tmp_path):
     # The tiny hybrid target's 4096 ids: a prompt id past them is an out-of-bounds embedding gather on the GPU
     # (2026-12-05, the H100: DFLASH died with a device-side assert on ids drawn for the 27B's vocabulary).
