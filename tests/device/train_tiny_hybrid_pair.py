@@ -88,6 +88,15 @@ def target_logits(model, ids):
     return head(text(input_ids=ids).last_hidden_state)
 
 
+def schedule(args, name):
+    """train_for's budget and learning rate for ``name`` (target or draft): --NAME-steps, else --NAME-seconds."""
+    return {
+        "seconds": getattr(args, name + "_seconds"),
+        "steps": getattr(args, name + "_steps"),
+        "lr": getattr(args, name + "_lr"),
+    }
+
+
 def train_target(model, train_ids, args, device):
     gen = torch.Generator().manual_seed(args.seed)
     text, head = text_parts(model)
@@ -100,15 +109,7 @@ def train_target(model, train_ids, args, device):
         return F.cross_entropy(logits.float().reshape(-1, VOCAB), x[:, 1:].reshape(-1))
 
     holder = torch.nn.ParameterList(params)
-    return train_for(
-        "target",
-        holder,
-        seconds=args.target_seconds,
-        steps=args.target_steps,
-        lr=args.target_lr,
-        weight_decay=0.01,
-        loss_of=loss_of,
-    )
+    return train_for("target", holder, weight_decay=0.01, loss_of=loss_of, **schedule(args, "target"))
 
 
 @torch.no_grad()
@@ -272,15 +273,7 @@ def train_draft(draft, model, data, feats, *, args, device):
             logits = draft_logits(draft, head, feats[idx], embeds, anchors=anchors, block=args.block)
         return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
 
-    return train_for(
-        "draft",
-        draft,
-        seconds=args.draft_seconds,
-        steps=args.draft_steps,
-        lr=args.draft_lr,
-        weight_decay=0.0,
-        loss_of=loss_of,
-    )
+    return train_for("draft", draft, weight_decay=0.0, loss_of=loss_of, **schedule(args, "draft"))
 
 
 @torch.no_grad()
