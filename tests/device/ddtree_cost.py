@@ -115,12 +115,12 @@ def step_graph_of(run):
 
 def ddtree_env(run):
     """The environment a DDTREE run's server gets: its budget, and the builder and step graph its name sets."""
-    env = {"SGLANG_DDTREE_BUDGET": str(budget_of(run))}
-    if builder_of(run):
-        env["SGLANG_DDTREE_TREE_BUILDER"] = builder_of(run)
-    if step_graph_of(run):
-        env["SGLANG_DDTREE_STEP_GRAPH"] = step_graph_of(run)
-    return env
+    env = {
+        "SGLANG_DDTREE_BUDGET": str(budget_of(run)),
+        "SGLANG_DDTREE_TREE_BUILDER": builder_of(run),
+        "SGLANG_DDTREE_STEP_GRAPH": step_graph_of(run),
+    }
+    return {name: value for name, value in env.items() if value}
 
 
 def valid_run(run):

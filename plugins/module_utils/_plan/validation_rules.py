@@ -22,6 +22,7 @@ Every message names the variable, the value found (a secret's value never) and w
 from __future__ import annotations
 
 import difflib
+import json
 import re
 
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import text_config
@@ -390,21 +391,21 @@ def _service_draft_tokens(v: dict) -> list[str]:
 
 
 # The DDTree set's knobs, each with the value that leaves the set's default (the only one DFLASH allows).
-_DDTREE_ONLY = (
-    ("sglang_service_ddtree_budget", 0, "0"),
-    ("sglang_service_ddtree_tree_builder", "", '""'),
-    ("sglang_service_ddtree_step_graph", "", '""'),
-)
+_DDTREE_ONLY = {
+    "sglang_service_ddtree_budget": 0,
+    "sglang_service_ddtree_tree_builder": "",
+    "sglang_service_ddtree_step_graph": "",
+}
 
 
 def _service_ddtree(v: dict) -> list[str]:
     errors = []
     algorithm, tp = v["sglang_service_speculative_algorithm"], v["sglang_service_tp_size"]
-    for name, unset, shown in _DDTREE_ONLY:
+    for name, unset in _DDTREE_ONLY.items():
         if algorithm != "DDTREE" and v[name] != unset:
             errors.append(
                 f"{name}={v[name]} is for sglang_service_speculative_algorithm=DDTREE only"
-                f" (found {algorithm}); allowed with {algorithm}: {shown}"
+                f" (found {algorithm}); allowed with {algorithm}: {json.dumps(unset)}"
             )
     if algorithm == "DDTREE" and tp != 1:
         errors.append(
@@ -670,7 +671,7 @@ CROSS_RULES = (
         "sglang_service",
         (
             "sglang_service_speculative_algorithm",
-            *(name for name, _unset, _shown in _DDTREE_ONLY),
+            *_DDTREE_ONLY,
             "sglang_service_tp_size",
         ),
         _service_ddtree,
