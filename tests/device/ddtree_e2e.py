@@ -205,6 +205,24 @@ def interleave_order(prompts, repeats):
     return [(i, (i + r) % 2 == 1) for r in range(repeats) for i in range(prompts)]
 
 
+def server_runs(args, env, out):
+    """``[(name, flags, env, command)]``: the deploy's own argv and environment from ``--rendered`` (systemd's:
+    nothing inherited), else plan_runs' flags on ``env``; --ddtree-env and --host-time applied."""
+    if args.rendered:
+        runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
+    else:
+        runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
+    runs = with_ddtree_env(runs, args.ddtree_env)
+    return with_host_time(runs, out) if args.host_time else runs
+
+
+def budget_servers_missing(budget_list, names):
+    """The ``--budgets`` whose DDTREE server is not among the runs (a ``--rendered`` file without that case): the
+    distribution test takes the largest budget, and a missing one would end the run with "no test ran" after every
+    other server had run (2026-12-06: --budgets 32 against the cases dflash ddtree16 ddtree8)."""
+    return ["ddtree-n%d" % n for n in budget_list if "ddtree-n%d" % n not in names]
+
+
 def interleave_pairs(runs):
     """[(DFLASH run, DDTREE run)] for --interleave: every DDTREE budget against the DFLASH run (none without one)."""
     dflash = [r for r in runs if r[0] == "dflash"]
@@ -647,13 +665,14 @@ def main(argv=None):
     env = dict(os.environ, HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1")
     env.pop("SGLANG_DDTREE_BUDGET", None)
     results = {}
-    if args.rendered:  # the deploy's own argv and environment (systemd's: nothing inherited)
-        runs = [(name, [], rendered_env, argv) for name, argv, rendered_env in rendered_runs(args.rendered)]
-    else:
-        runs = [(name, flags, dict(env, **extra), None) for name, flags, extra in plan_runs(args)]
-    runs = with_ddtree_env(runs, args.ddtree_env)
-    runs = with_host_time(runs, out) if args.host_time else runs
+    runs = server_runs(args, env, out)
     names = [name for name, *_rest in runs]  # every server, before the rounds and pairs rename or drop them
+    missing = budget_servers_missing(args.budget_list, names)
+    if missing:
+        p.error(
+            "--budgets %s names %s, which %s does not start (its servers: %s); render that case or drop the budget"
+            % (args.budgets, ", ".join(missing), args.rendered or "the plan", ", ".join(names))
+        )
     pairs = interleave_pairs(runs) if args.interleave else []
     runs = [] if args.interleave_only else with_rounds(runs, args.rounds)
     for name, flags, run_env, command in runs:

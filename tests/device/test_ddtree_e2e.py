@@ -62,6 +62,24 @@ def test_servers_run_as_the_deploy_runs_them_radix_cache_on():
     assert runs[1][2] == {"SGLANG_DDTREE_BUDGET": "16"} and runs[0][2] == {} and runs[2][2] == {}
 
 
+def test_a_budget_the_rendered_commands_lack_is_refused_before_any_server_starts(monkeypatch, tmp_path, capsys):
+    assert e2e.budget_servers_missing([32], ["dflash", "ddtree-n16", "target"]) == ["ddtree-n32"]
+    assert e2e.budget_servers_missing([16, 8], ["dflash", "ddtree-n16", "target", "ddtree-n8"]) == []
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "config.json").write_text(json.dumps({"dflash_config": {"block_size": 8}}))
+    (tmp_path / "prompts.json").write_text(json.dumps([[1, 2, 3]]))
+    rendered = {name: {"argv": ["sglang", name], "env": {}} for name in ("dflash", "ddtree-n16", "ddtree-n8", "target")}
+    (tmp_path / "rendered.json").write_text(json.dumps(rendered))
+    monkeypatch.setattr(e2e, "run_server", lambda *a, **k: pytest.fail("a server started"))
+    argv = ["--python", "py", "--target", "t", "--draft", str(tmp_path / "draft"), "--out", str(tmp_path / "out")]
+    argv += ["--prompts-file", str(tmp_path / "prompts.json"), "--rendered", str(tmp_path / "rendered.json")]
+    with pytest.raises(SystemExit) as stop:
+        e2e.main([*argv, "--budgets", "32"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "ddtree-n32" in err and "ddtree-n16" in err and "--budgets 32" in err
+
+
 def test_ddtree_env_reaches_the_ddtree_servers_only():
     runs = [("dflash", [], {"A": "1"}, None), ("ddtree-n16", [], {"A": "1"}, ["x"]), ("target", [], {}, None)]
     out = e2e.with_ddtree_env(runs, ["SGLANG_DDTREE_TREE_BUILDER=triton"])
