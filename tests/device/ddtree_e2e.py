@@ -51,6 +51,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import statistics
 import sys
 import time
@@ -410,6 +411,16 @@ def paired_ratios(results, tree, mode):
     return ratios
 
 
+STEP_GRAPH_MIB = re.compile(r"([0-9.]+) MiB by the step graphs in all")
+
+
+def step_graph_mib(log_text):
+    """The GPU memory DDTREE's step graphs reserved (outside --mem-fraction-static), the last total a server's log
+    gives after a capture (ddtree_worker._memory_note); None when it captured none (or is not DDTREE)."""
+    found = STEP_GRAPH_MIB.findall(log_text)
+    return float(found[-1]) if found else None
+
+
 def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=None):
     server = ddtree_check.Server(name, args.python, flags, env=env, port=args.port, out=out, command=command)
     try:
@@ -420,6 +431,7 @@ def run_server(name, flags, env, args, *, prompts, dist_prompts, out, command=No
         res["temperature_1"] = speed(server, prompts, args.tokens, 1.0)
         if name in ("target", args.dist_run):
             res["samples"] = [samples(server, p, args.samples) for p in dist_prompts]
+        res["step_graph_mib"] = step_graph_mib(server.log_path.read_text(errors="replace"))
         log(
             "%s: greedy %.1f tok/s accept %s; temperature 1 %.1f tok/s accept %s"
             % (
@@ -616,7 +628,7 @@ def summary_lines(result, results):
     """e2e-summary.txt: the checks, each one-at-a-time server, each --host-time report."""
     lines = ["%s: %s" % (k, v) for k, v in result["checks"].items() if k != "distribution_tests"]
     lines += [
-        "%s: ready %s s, greedy %s tok/s (accept %s), temperature 1 %s tok/s (accept %s)"
+        "%s: ready %s s, greedy %s tok/s (accept %s), temperature 1 %s tok/s (accept %s), step graphs %s MiB"
         % (
             name,
             res.get("ready_s"),
@@ -624,6 +636,7 @@ def summary_lines(result, results):
             (res.get("greedy") or {}).get("accept_length_mean"),
             (res.get("temperature_1") or {}).get("tokens_per_s_median"),
             (res.get("temperature_1") or {}).get("accept_length_mean"),
+            res.get("step_graph_mib"),
         )
         if "error" not in res
         else "%s: %s" % (name, res["error"])

@@ -80,6 +80,20 @@ def test_a_budget_the_rendered_commands_lack_is_refused_before_any_server_starts
     assert "ddtree-n32" in err and "ddtree-n16" in err and "--budgets 32" in err
 
 
+def test_the_step_graphs_memory_is_read_from_the_log_line_the_worker_writes():
+    worker = "patchsets/ddtree-0.5.17/files/sglang/srt/speculative/ddtree_worker.py"
+    source = (pathlib.Path(__file__).resolve().parents[2] / worker).read_text()
+    assert "%.1f MiB by the step graphs in all" in source  # the lines below are in the worker's format
+    log = (
+        "[t] DDTREE: draft top-k and tree build captured in a CUDA graph for bs=1 N=32 (mask capacity 65536 bytes;"
+        " 1 graphs; 12.0 MiB more reserved, 12.0 MiB by the step graphs in all), equal to the eager path on this step\n"
+        "[t] DDTREE: tree verify and commit captured in a CUDA graph for bs=1 N=32 (1 graphs; 40.5 MiB more reserved,"
+        " 52.5 MiB by the step graphs in all), equal to the eager path\n"
+    )
+    assert e2e.step_graph_mib(log) == 52.5
+    assert e2e.step_graph_mib("[t] DDTREE: draft top-k, tree build, verify and commit launched eagerly\n") is None
+
+
 def test_ddtree_env_reaches_the_ddtree_servers_only():
     runs = [("dflash", [], {"A": "1"}, None), ("ddtree-n16", [], {"A": "1"}, ["x"]), ("target", [], {}, None)]
     out = e2e.with_ddtree_env(runs, ["SGLANG_DDTREE_TREE_BUILDER=triton"])

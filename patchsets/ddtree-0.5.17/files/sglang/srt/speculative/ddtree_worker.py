@@ -356,7 +356,26 @@ class _StepGraph:
 _step_graphs: dict = {}
 _commit_graphs: dict = {}  # level 2's graphs
 _step_graph_retired: list = []  # a reason, once the step graph differed from the eager path or failed
-_step_graph_stats = {"captures": 0, "replays": 0, "commit_captures": 0, "commit_replays": 0}
+_step_graph_stats = {"captures": 0, "replays": 0, "commit_captures": 0, "commit_replays": 0, "reserved_bytes": 0}
+
+
+def _reserved(device) -> int:
+    """The CUDA caching allocator's reserved bytes on ``device`` (a graph's private pool among them); 0 off CUDA."""
+    device = torch.device(device)
+    return int(torch.cuda.memory_reserved(device)) if device.type == "cuda" else 0
+
+
+def _memory_note(before: int, device) -> str:
+    """What a capture (with its warm-up and its check against the eager path) added to the allocator's reserved
+    memory, and the step graphs' total so far: memory outside --mem-fraction-static. Empty off CUDA."""
+    if torch.device(device).type != "cuda":
+        return ""
+    grew = max(0, _reserved(device) - before)
+    _step_graph_stats["reserved_bytes"] += grew
+    return "; %.1f MiB more reserved, %.1f MiB by the step graphs in all" % (
+        grew / 2**20,
+        _step_graph_stats["reserved_bytes"] / 2**20,
+    )
 
 
 def _tree_from_arrays(arrays, mask_size: int, bs: int, n: int, device):
@@ -415,6 +434,7 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
     graph = _step_graphs.get(key)
     if graph is None or mask_size > graph.capacity:  # new shape, or the prefix outgrew the mask buffer
         capacity = mask_capacity(mask_size, graph.capacity if graph is not None else 0)
+        before = _reserved(draft_hidden.device)
         try:
             _step_graph_stats["captures"] += 1
             graph = _StepGraph(draft_hidden, lm_weight, roots, prefix_lens, n, topk, capacity)
@@ -426,9 +446,9 @@ def graphed_tree(draft_hidden, lm_weight, roots, prefix_lens, n: int, topk: int,
             return _retire_step_graphs(exc, bs, n)
         _step_graphs[key] = graph
         logger.info(
-            "DDTREE: draft top-k and tree build captured in a CUDA graph for bs=%d N=%d (mask capacity %d bytes; %d graphs),"
+            "DDTREE: draft top-k and tree build captured in a CUDA graph for bs=%d N=%d (mask capacity %d bytes; %d graphs%s),"
             " equal to the eager path on this step",
-            bs, n, graph.capacity, len(_step_graphs),
+            bs, n, graph.capacity, len(_step_graphs), _memory_note(before, draft_hidden.device),
         )  # fmt: skip
         return _tree_from_arrays(want, mask_size, bs, n, draft_hidden.device)
     return _tree_from_arrays(graph.replay(draft_hidden, roots, prefix_lens), mask_size, bs, n, draft_hidden.device)
@@ -532,6 +552,7 @@ def graphed_commit(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n
     graph = _commit_graphs.get(key)
     if graph is not None:
         return graph.replay(logits, hidden, tree, verify_loc, prefix_lens)
+    before = _reserved(logits.device)
     try:
         _step_graph_stats["commit_captures"] += 1
         graph = _CommitGraph(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n, block, interval)
@@ -544,8 +565,8 @@ def graphed_commit(verify_func, logits, hidden, tree, verify_loc, prefix_lens, n
         return _retire_step_graphs(exc, bs, n)
     _commit_graphs[key] = graph
     logger.info(
-        "DDTREE: tree verify and commit captured in a CUDA graph for bs=%d N=%d (%d graphs), equal to the eager path",
-        bs, n, len(_commit_graphs),
+        "DDTREE: tree verify and commit captured in a CUDA graph for bs=%d N=%d (%d graphs%s), equal to the eager path",
+        bs, n, len(_commit_graphs), _memory_note(before, logits.device),
     )  # fmt: skip
     return want
 
