@@ -8,6 +8,7 @@
                   [--rounds K] [--interleave K [--interleave-only] [--interleave-mem A,B]]
                   [--ddtree-env KEY=VALUE] [--rendered RENDERED.json]
     ddtree_e2e.py --summarize DIR/e2e.json...   (writes DIR/speed-summary.json beside each)
+    ddtree_e2e.py --pool CALL/interleaved-ddtree-nN.json...   (several calls' pairs as one sample, as JSON)
 
 On the trained tiny hybrid pair (train_tiny_hybrid_pair.py), as the collection deploys: radix cache ON
 with the mamba ``extra_buffer`` strategy, triton attention, the overlap scheduler. One server at a time
@@ -615,6 +616,24 @@ def build_parser():
     return p
 
 
+def pool(paths):
+    """--pool: the interleaved pairs of several calls (interleaved-ddtree-n<N>.json files of one budget) read as one
+    sample: every pair, the pairs whose two outputs are identical (where the two servers decoded the same text, so
+    the ratio is the tree's and not a different continuation's), and each prompt's own ratio."""
+    rows = [row for path in paths for row in json.loads(pathlib.Path(path).read_text())["rows"]]
+    pairs = [(r["a"], r["b"]) for r in rows]
+    by_prompt = {}
+    for r in rows:
+        by_prompt.setdefault(r["prompt"], []).append((r["a"], r["b"]))
+    return {
+        "files": [str(p) for p in paths],
+        "all": paired_speed(pairs),
+        "identical_outputs": paired_speed([(r["a"], r["b"]) for r in rows if r.get("same_output")]),
+        "by_prompt": {str(k): paired_speed(v).get("ratio_geomean") for k, v in sorted(by_prompt.items())},
+        "differing_prompts": sorted({r["prompt"] for r in rows if not r.get("same_output")}),
+    }
+
+
 def summarize(paths):
     """--summarize: speed-summary.json beside each e2e.json (for a record written before it existed)."""
     for path in map(pathlib.Path, paths):
@@ -655,6 +674,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--summarize"]:
         return summarize(argv[1:])
+    if argv[:1] == ["--pool"]:
+        print(json.dumps(pool(argv[1:]), indent=1))
+        return 0
     ddtree_check.stop_on_sigterm()
     p = build_parser()
     args = p.parse_args(argv)

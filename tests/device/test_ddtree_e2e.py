@@ -342,3 +342,21 @@ def test_host_time_times_every_server_into_its_own_file_and_reports_ms_per_step(
     )
     lines = e2e.summary_lines({"checks": {}, "host_time": report}, {})
     assert "ddtree-n16 host ms per decode step: 5.0 (2 steps): ddtree_commit 0.5" in lines
+
+
+def test_pooling_reads_every_calls_pairs_and_sets_apart_the_pairs_whose_outputs_differ(tmp_path):
+    def call(name, rows):
+        path = tmp_path / name
+        path.write_text(json.dumps({"rows": rows}))
+        return path
+
+    def pair(prompt, a_wall, b_wall, same=True):
+        return {"prompt": prompt, "same_output": same, "a": _row(100, a_wall), "b": _row(100, b_wall)}
+
+    first = call("one.json", [pair(0, 1.0, 1.0), pair(1, 1.0, 0.5, same=False)])
+    second = call("two.json", [pair(0, 1.0, 1.0), pair(1, 1.0, 0.5, same=False), pair(0, 2.0, 2.0)])
+    pooled = e2e.pool([first, second])
+    assert pooled["all"]["pairs"] == 5 and pooled["identical_outputs"]["pairs"] == 3
+    assert pooled["identical_outputs"]["ratio_geomean"] == 1.0  # the differing prompt's 2x is not the tree's
+    assert pooled["all"]["ratio_geomean"] == round(2 ** (2 / 5), 4)
+    assert pooled["by_prompt"] == {"0": 1.0, "1": 2.0} and pooled["differing_prompts"] == [1]
