@@ -386,29 +386,29 @@ RUNTIME_CASES = [
 CASES += RUNTIME_CASES
 FORMER_MATRIX = list(CASES)  # the 85 cases of the playbook matrix they replaced
 
-# Added since (the DDTree tree builder's variable, 2026-12-05).
-CASES += [
-    case("ddtree-tree-builder-with-dflash", DEPLOY, ["sglang_service_ddtree_tree_builder=graph"],
-         "sglang_service_ddtree_tree_builder", 'allowed with DFLASH: ""'),
-    case("ddtree-tree-builder-unknown", DEPLOY,
-         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_tree_builder": "graphs"}'],
-         "sglang_service_ddtree_tree_builder", '"", triton, graph, eager'),
-    case("ddtree-tree-builder-in-the-environment", DEPLOY,
-         ['{"sglang_service_environment": {"SGLANG_DDTREE_TREE_BUILDER": "eager"}}'],
-         "sglang_service_environment", "SGLANG_DDTREE_TREE_BUILDER"),
-]  # fmt: skip
 
-# Added since (the DDTree step graph's variable, 2026-12-06).
-CASES += [
-    case("ddtree-step-graph-with-dflash", DEPLOY, ["sglang_service_ddtree_step_graph=0"],
-         "sglang_service_ddtree_step_graph", 'allowed with DFLASH: ""'),
-    case("ddtree-step-graph-unknown", DEPLOY,
-         ['{"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_step_graph": 3}'],
-         "sglang_service_ddtree_step_graph", '"", 0, 1, 2'),
-    case("ddtree-step-graph-in-the-environment", DEPLOY,
-         ['{"sglang_service_environment": {"SGLANG_DDTREE_STEP_GRAPH": "0"}}'],
-         "sglang_service_environment", "SGLANG_DDTREE_STEP_GRAPH"),
-]  # fmt: skip
+def ddtree_knob_cases(short, name, *, with_dflash, unknown, choices, env_name, env_value):
+    """A DDTree-only knob's three refusals: set with DFLASH, a value outside its choices, its environment name
+    set through sglang_service_environment (the role renders it)."""
+    return [
+        case(f"ddtree-{short}-with-dflash", DEPLOY, [f"{name}={with_dflash}"], name, 'allowed with DFLASH: ""'),
+        case(f"ddtree-{short}-unknown", DEPLOY,
+             [json.dumps({"sglang_service_speculative_algorithm": "DDTREE", name: unknown})], name, choices),
+        case(f"ddtree-{short}-in-the-environment", DEPLOY,
+             [json.dumps({"sglang_service_environment": {env_name: env_value}})], "sglang_service_environment",
+             env_name),
+    ]  # fmt: skip
+
+
+# Added since: the DDTree tree builder's variable (2026-12-05) and the step graph's (2026-12-06).
+CASES += ddtree_knob_cases(
+    "tree-builder", "sglang_service_ddtree_tree_builder", with_dflash="graph", unknown="graphs",
+    choices='"", triton, graph, eager', env_name="SGLANG_DDTREE_TREE_BUILDER", env_value="eager",
+)  # fmt: skip
+CASES += ddtree_knob_cases(
+    "step-graph", "sglang_service_ddtree_step_graph", with_dflash="0", unknown=3,
+    choices='"", 0, 1, 2', env_name="SGLANG_DDTREE_STEP_GRAPH", env_value="0",
+)  # fmt: skip
 
 # The cases the deploy plan refuses (specdec.sglang.deploy_plan, after the checks above passed).
 PLAN_CASE_IDS = {
