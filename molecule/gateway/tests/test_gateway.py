@@ -11,38 +11,17 @@ import shlex
 import time
 
 import yaml
+from gateway_client import address as _address
+from gateway_client import curl as _curl
+from gateway_client import workers as _workers
 from lab_host import lab_host as _lab_host
 
 GATEWAY, WORKER = "specdec-gateway-lab1", "specdec-gateway-lab2"
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PIN = yaml.safe_load((REPO / "roles/sglang_gateway/defaults/main.yml").read_text())["sglang_gateway_smg_version"]
-BASE = "http://127.0.0.1:30080"
 UNIT = "/etc/systemd/system/sglang-gateway.service"
 ENV_FILE = "/etc/sglang-gateway/sglang-gateway.env"
 ROUNDS = 40
-
-
-def _curl(lab_host, key, path, body=None, timeout=15):
-    """(HTTP status, body text) of one request from the gateway host to its gateway, the key in a header file."""
-    headers = "Authorization: Bearer %s\nContent-Type: application/json\n" % key
-    data = "" if body is None else " --data-binary %s" % shlex.quote(json.dumps(body))
-    cmd = (
-        "printf %%s %s > /run/gw-h && curl -sS -N -m %d -H @/run/gw-h -o /run/gw-out -w '%%{http_code}'%s %s%s;"
-        " rm -f /run/gw-h; echo; cat /run/gw-out"
-    ) % (shlex.quote(headers), timeout, data, BASE, path)
-    out = lab_host.run(cmd)
-    status, _, text = out.stdout.partition("\n")
-    return int(status or 0), text
-
-
-def _address(lab_host):
-    return lab_host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1")
-
-
-def _workers(gateway, key):
-    status, text = _curl(gateway, key, "/workers")
-    assert status == 200, text
-    return {w["url"]: w for w in json.loads(text)["workers"]}
 
 
 def _unit_state(lab_host):

@@ -10,45 +10,22 @@ out of the gateway, reported, the play fails). Traffic goes only to the scenario
 import json
 import os
 import pathlib
-import shlex
 import subprocess
 import sys
 import threading
 import time
 import warnings
 
+from gateway_client import address as _address
+from gateway_client import curl as _curl
+from gateway_client import workers as _workers
 from lab_host import lab_host as _lab_host
 
 GATEWAY, WORKER = "specdec-replicas-lab1", "specdec-replicas-lab2"
 REPO = pathlib.Path(__file__).resolve().parents[3]
-BASE = "http://127.0.0.1:30080"
 REPLICAS = {"a": 30000, "b": 30001}
 MAX_TOKENS = 60
 CLIENTS = 3
-
-
-def _curl(lab_host, key, path, body=None, timeout=15):
-    """(HTTP status, body text) of one request from lab1 to its gateway, the key in a header file."""
-    headers = "Authorization: Bearer %s\nContent-Type: application/json\n" % key
-    data = "" if body is None else " --data-binary %s" % shlex.quote(json.dumps(body))
-    tag = "%d-%d" % (threading.get_ident(), time.monotonic_ns())
-    cmd = (
-        "printf %%s %s > /run/h-%s && curl -sS -N -m %d -H @/run/h-%s -o /run/o-%s -w '%%{http_code}'%s %s%s;"
-        " rm -f /run/h-%s; echo; cat /run/o-%s; rm -f /run/o-%s"
-    ) % (shlex.quote(headers), tag, timeout, tag, tag, data, BASE, path, tag, tag, tag)
-    out = lab_host.run(cmd)
-    status, _, text = out.stdout.partition("\n")
-    return int(status or 0), text
-
-
-def _address(lab_host):
-    return lab_host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1")
-
-
-def _workers(gateway, key):
-    status, text = _curl(gateway, key, "/workers")
-    assert status == 200, text
-    return {w["url"]: w for w in json.loads(text)["workers"]}
 
 
 def _main_pid(lab_host, unit):
