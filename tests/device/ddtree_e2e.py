@@ -27,7 +27,9 @@ with the mamba ``extra_buffer`` strategy, triton attention, the overlap schedule
    tests/device/records/2026-12-05-h100-ddtree-e2e-block16) moves both sides of every pair alike. The
    ratio is the geometric mean of the pairs' tokens/s ratios with its 95 % interval (Student t on the
    log ratios), and the ratio of the summed tokens over the summed wall times. ``--interleave-only``
-   skips the one-at-a-time pass (its lossless and distribution checks then do not run).
+   skips the one-at-a-time pass (its lossless and distribution checks then do not run). The DFLASH server
+   starts once for every budget (each DDTREE budget starts and stops its own; after a failed pair DFLASH
+   starts anew): one server start less per budget after the first.
 2. **greedy lossless**: each speculative server's greedy output_ids against the target's (exact match
    count; a near-tie is not excused here: ddtree_check.py's replay is the lossless proof).
 3. **temperature 1 in distribution**: per prompt ``--samples`` generations of 3 tokens at temperature 1
@@ -456,21 +458,25 @@ def interleaved_file(name):
     return "interleaved-%s.json" % name
 
 
-def run_interleaved(run_a, run_b, args, *, prompts, out, index):
+def run_interleaved(run_a, run_b, args, *, prompts, out, index, kept=None):
     """Servers ``run_a`` (DFLASH) and ``run_b`` (a DDTREE budget) up at once, each prompt greedy on both back to
-    back (interleave_order), ``args.interleave`` times; their --mem-fraction-static ``args.interleave_mem`` (a's, b's),
-    b on the next port, a started first. Returns {"a", "b", "rows": [...], "summary": paired_speed}, or {"error"}."""
-    servers = []
+    back (interleave_order), ``args.interleave`` times; their --mem-fraction-static ``args.interleave_mem`` (a's,
+    b's), a on ``args.port`` + 10 * index, b on the port after it. ``kept`` (name -> server) holds a started
+    ``run_a`` from one budget to the next: it is started (and warmed) only when not there, and left up for the
+    caller to stop; a failure stops it too, so that the next budget starts it anew. Returns {"a", "b", "rows": [...],
+    "summary": paired_speed}, or {"error"}."""
+    kept = {} if kept is None else kept
+    fresh, b_server = [], None
     try:
-        for k, run in enumerate((run_a, run_b)):
-            port = args.port + 10 * index + k
-            name, flags, env, command = interleaved_launch(run, port, args.interleave_mem[k])
-            server = ddtree_check.Server(
-                "%s+%s" % (name, "ab"[k]), args.python, flags, env=env, port=port, out=out, command=command
-            )
-            servers.append(server)
-            log("%s ready in %.1fs (interleaved)" % (server.name, server.wait_ready(args.ready_timeout)))
-        for server in servers:  # first-use compiles, on both before any timing
+        a_server = kept.get(run_a[0])
+        if a_server is None:
+            a_server = _interleaved_server(run_a, 0, args.port + 10 * index, args, out=out, index=index)
+            kept[run_a[0]] = a_server
+            fresh.append(a_server)
+        b_server = _interleaved_server(run_b, 1, args.port + 10 * index + 1, args, out=out)
+        fresh.append(b_server)
+        servers = (a_server, b_server)
+        for server in fresh:  # first-use compiles, before any timing (a kept server had them with the first budget)
             generate(server, prompts[0], 8, 0.0)
             generate(server, prompts[0], args.tokens, 0.0)
         rows, pairs = [], []
@@ -492,22 +498,45 @@ def run_interleaved(run_a, run_b, args, *, prompts, out, index):
         # there skips main's e2e.json) still leaves every pair (2026-12-06-h100-ddtree-step-graph lost them so).
         (pathlib.Path(out) / interleaved_file(run_b[0])).write_text(json.dumps(done, indent=1) + "\n")
         return done
-    except Exception as exc:  # recorded: the next pair still runs
+    except Exception as exc:  # recorded: the next pair still runs, on a DFLASH server started anew
         log("%s / %s interleaved FAILED: %r" % (run_b[0], run_a[0], exc))
+        failed = kept.pop(run_a[0], None)
+        if failed is not None:
+            failed.stop()
         return {"a": run_a[0], "b": run_b[0], "error": repr(exc)}
     finally:
-        for server in servers:
-            server.stop()
+        if b_server is not None:
+            b_server.stop()
+
+
+def _interleaved_server(run, k, port, args, *, out, index=0):
+    """One of the two servers of an interleaved pair (k 0: a, 1: b), started and ready. A DFLASH server started
+    anew for a later budget (``index`` > 0) is named a<index>, so that its log does not replace the first one's."""
+    name, flags, env, command = interleaved_launch(run, port, args.interleave_mem[k])
+    label = "%s+%s%s" % (name, "ab"[k], index if k == 0 and index else "")
+    server = ddtree_check.Server(label, args.python, flags, env=env, port=port, out=out, command=command)
+    try:
+        log("%s ready in %.1fs (interleaved)" % (server.name, server.wait_ready(args.ready_timeout)))
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def interleaved_pass(pairs, args, *, prompts, out, t0):
-    done = {}
-    for index, (run_a, run_b) in enumerate(pairs):
-        if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
-            done[run_b[0]] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
-            log("%s interleaved skipped (deadline)" % run_b[0])
-            continue
-        done[run_b[0]] = run_interleaved(run_a, run_b, args, prompts=prompts, out=out, index=index)
+    """run_interleaved for every pair, the DFLASH server started once for all of them (each DDTREE budget starts
+    and stops its own), stopped at the end."""
+    done, kept = {}, {}
+    try:
+        for index, (run_a, run_b) in enumerate(pairs):
+            if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
+                done[run_b[0]] = {"error": "skipped: past --deadline-s %s" % args.deadline_s}
+                log("%s interleaved skipped (deadline)" % run_b[0])
+                continue
+            done[run_b[0]] = run_interleaved(run_a, run_b, args, prompts=prompts, out=out, index=index, kept=kept)
+    finally:
+        for server in kept.values():
+            server.stop()
     return done
 
 

@@ -293,6 +293,60 @@ def test_an_interleaved_pass_starts_both_servers_sends_each_prompt_to_both_and_s
     assert "before ready" in failed["ddtree-n32"]["error"] and stopped == ["dflash+a"]
 
 
+def test_an_interleaved_pass_starts_dflash_once_for_every_budget_and_anew_after_a_failure(monkeypatch, tmp_path):
+    events = []
+
+    class FakeServer:
+        def __init__(self, name, python, flags, *, env, port, out, command=None):
+            self.name, self.port = name, port
+            events.append(("start", name, port))
+
+        def wait_ready(self, timeout):
+            if self.name == "ddtree-n64+b":
+                raise RuntimeError("exited with -9 before ready")
+            return 1.0
+
+        def stop(self):
+            events.append(("stop", self.name, self.port))
+
+    def fake_generate(server, ids, tokens, temperature):
+        events.append(("generate", server.name, server.port))
+        return {"output_ids": [1], "completion_tokens": tokens, "spec_accept_length": 3.0, "wall_s": tokens / 1000}
+
+    monkeypatch.setattr(e2e.ddtree_check, "Server", FakeServer)
+    monkeypatch.setattr(e2e, "generate", fake_generate)
+    runs = [(name, ["--flag"], {}, None) for name in ("dflash", "ddtree-n32", "ddtree-n64", "ddtree-n16")]
+    argv = "--python p --target t --draft d --prompts-file f --interleave 1 --tokens 32 --port 31700".split()
+    args = e2e.build_parser().parse_args([*argv, "--out", str(tmp_path)])
+    done = e2e.interleaved_pass(e2e.interleave_pairs(runs), args, prompts=[[10]], out=tmp_path, t0=0)
+    assert (
+        "summary" in done["ddtree-n32"]
+        and "before ready" in done["ddtree-n64"]["error"]
+        and "summary" in done["ddtree-n16"]
+    )
+    starts = [(name, port) for kind, name, port in events if kind == "start"]
+    # DFLASH once for n32 and n64; n64's failure stops it, so n16 starts it anew on its own ports
+    assert starts == [
+        ("dflash+a", 31700),
+        ("ddtree-n32+b", 31701),
+        ("ddtree-n64+b", 31711),
+        ("dflash+a2", 31720),
+        ("ddtree-n16+b", 31721),
+    ]
+    stops = [(name, port) for kind, name, port in events if kind == "stop"]
+    assert stops == [
+        ("ddtree-n32+b", 31701),
+        ("ddtree-n64+b", 31711),
+        ("dflash+a", 31700),
+        ("ddtree-n16+b", 31721),
+        ("dflash+a2", 31720),
+    ]
+    warmups = [e for e in events if e[0] == "generate"]
+    # the kept DFLASH server is warmed once (2 requests), then each pair sends 1 prompt to both
+    assert [e[1:] for e in warmups].count(("dflash+a", 31700)) == 2 + 1
+    assert [e[1:] for e in warmups].count(("dflash+a2", 31720)) == 2 + 1
+
+
 def test_interleaved_pairs_are_on_disk_before_the_servers_stop(monkeypatch, tmp_path):
     """A time limit's SIGTERM while the servers shut down ends main before e2e.json: the pairs must already be kept."""
 
