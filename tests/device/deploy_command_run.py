@@ -65,6 +65,7 @@ CASES = {
     "ddtree32": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 32},
     # the tiny pair's verify is host-bound, so a wider tree costs it little: N=64 asks what more breadth buys
     "ddtree64": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 64},
+    "ddtree128": {"sglang_service_speculative_algorithm": "DDTREE", "sglang_service_ddtree_budget": 128},
 }
 SPECULATIVE_FLAGS = (
     "--speculative-algorithm",

@@ -106,3 +106,11 @@ def test_deploy_command_runs_ddtree_vars_are_role_variables_with_yaml_values():
     with pytest.raises(ValueError, match="sglang_service_NAME=VALUE"):
         dcr.ddtree_vars(argparse.Namespace(ddtree_var=["SGLANG_DDTREE_TREE_BUILDER=graph"]))
     assert dcr.E2E_NAMES.keys() == dcr.CASES.keys()
+
+
+@pytest.mark.parametrize("case", sorted(c for c in dcr.CASES if c.startswith("ddtree")))
+def test_every_ddtree_case_renders_for_ct200_with_its_budget(case):
+    out = rc.render("ct200", overrides=dcr.CASES[case])
+    argv = out["argv"]
+    assert argv[argv.index("--speculative-algorithm") + 1] == "DDTREE"
+    assert out["env"]["SGLANG_DDTREE_BUDGET"] == case[len("ddtree") :] == dcr.E2E_NAMES[case][len("ddtree-n") :]
