@@ -31,11 +31,13 @@ def _unit_state(lab_host):
     return ", ".join(out.stdout.split("\n")).strip(", ")
 
 
-def _gateway_log(gateway, url, lines=40):
-    """The gateway's last journal lines about one worker URL (health transitions, failed requests)."""
-    return gateway.run(
-        "journalctl -u sglang-gateway.service --no-pager -o cat | grep -F %s | tail -n %d" % (shlex.quote(url), lines)
-    ).stdout
+def _gateway_log(gateway, url, lines=30):
+    """The gateway's journal lines about one worker URL (health transitions, failed requests), then its last lines
+    whatever they name (a health loop that stopped logs no URL)."""
+    journal = "journalctl -u sglang-gateway.service --no-pager"
+    about = "%s -o cat | grep -F %s | tail -n %d" % (journal, shlex.quote(url), lines)
+    last = "%s -o short-monotonic -n %d" % (journal, lines)
+    return "%s\n--- last lines ---\n%s" % (gateway.run(about).stdout, gateway.run(last).stdout)
 
 
 def _generate(gateway, key, tokens=8):
