@@ -106,7 +106,8 @@ def test_generations_through_the_gateway_reach_this_host_and_a_streamed_chat_com
 
 def test_zz_a_stopped_worker_costs_no_client_request(host, lab_host, key):
     """Stop this host's replica: N sequential generations through the gateway all succeed (the other host
-    serves them), the gateway marks this one unhealthy, and once it runs again it is healthy again."""
+    serves them), the gateway marks this one unhealthy (not_ready, then failed), and once it runs again it is
+    healthy (ready) again."""
     gateway = _lab_host(GATEWAY)
     stopped = f"http://{_address(lab_host)}:30000"
     lab_host.check_output("systemctl stop sglang.service")
@@ -128,9 +129,14 @@ def test_zz_a_stopped_worker_costs_no_client_request(host, lab_host, key):
             "the gateway still counts the stopped worker healthy after 90 s: worker %s; unit %s; gateway log:\n%s"
             % (record, _unit_state(lab_host), _gateway_log(gateway, stopped))
         )
+        # smg 1.13: not_ready after the failure threshold (2), failed after three times as many checks
+        while (record := _workers(gateway, key)[stopped])["status"] != "failed" and time.monotonic() < deadline:
+            time.sleep(1)
+        assert record["status"] == "failed", record
     finally:
         lab_host.run("systemctl start sglang.service")
     deadline = time.monotonic() + 60
     while not _workers(gateway, key)[stopped]["is_healthy"] and time.monotonic() < deadline:
         time.sleep(1)
     assert _workers(gateway, key)[stopped]["is_healthy"], "the restarted worker did not come back healthy"
+    assert _workers(gateway, key)[stopped]["status"] == "ready"  # failed is not the end of a worker that recovers
