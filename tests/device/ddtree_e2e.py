@@ -458,22 +458,21 @@ def interleaved_file(name):
     return "interleaved-%s.json" % name
 
 
-def run_interleaved(run_a, run_b, args, *, prompts, out, index, kept=None):
+def run_interleaved(run_a, run_b, args, *, prompts, out, index, kept):
     """Servers ``run_a`` (DFLASH) and ``run_b`` (a DDTREE budget) up at once, each prompt greedy on both back to
     back (interleave_order), ``args.interleave`` times; their --mem-fraction-static ``args.interleave_mem`` (a's,
     b's), a on ``args.port`` + 10 * index, b on the port after it. ``kept`` (name -> server) holds a started
     ``run_a`` from one budget to the next: it is started (and warmed) only when not there, and left up for the
     caller to stop; a failure stops it too, so that the next budget starts it anew. Returns {"a", "b", "rows": [...],
     "summary": paired_speed}, or {"error"}."""
-    kept = {} if kept is None else kept
     fresh, b_server = [], None
     try:
         a_server = kept.get(run_a[0])
         if a_server is None:
-            a_server = _interleaved_server(run_a, 0, args.port + 10 * index, args, out=out, index=index)
+            a_server = _interleaved_server(run_a, 0, args.port + 10 * index, args, out=out, label="a%s" % (index or ""))
             kept[run_a[0]] = a_server
             fresh.append(a_server)
-        b_server = _interleaved_server(run_b, 1, args.port + 10 * index + 1, args, out=out)
+        b_server = _interleaved_server(run_b, 1, args.port + 10 * index + 1, args, out=out, label="b")
         fresh.append(b_server)
         servers = (a_server, b_server)
         for server in fresh:  # first-use compiles, before any timing (a kept server had them with the first budget)
@@ -509,12 +508,13 @@ def run_interleaved(run_a, run_b, args, *, prompts, out, index, kept=None):
             b_server.stop()
 
 
-def _interleaved_server(run, k, port, args, *, out, index=0):
-    """One of the two servers of an interleaved pair (k 0: a, 1: b), started and ready. A DFLASH server started
-    anew for a later budget (``index`` > 0) is named a<index>, so that its log does not replace the first one's."""
+def _interleaved_server(run, k, port, args, *, out, label):
+    """One of the two servers of an interleaved pair (k 0: a, 1: b: its --interleave-mem), started and ready, named
+    <run>+<label> (a DFLASH server started anew for budget ``index`` > 0 is a<index>: its log keeps the first's)."""
     name, flags, env, command = interleaved_launch(run, port, args.interleave_mem[k])
-    label = "%s+%s%s" % (name, "ab"[k], index if k == 0 and index else "")
-    server = ddtree_check.Server(label, args.python, flags, env=env, port=port, out=out, command=command)
+    server = ddtree_check.Server(
+        "%s+%s" % (name, label), args.python, flags, env=env, port=port, out=out, command=command
+    )
     try:
         log("%s ready in %.1fs (interleaved)" % (server.name, server.wait_ready(args.ready_timeout)))
     except BaseException:
