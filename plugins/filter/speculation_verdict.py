@@ -41,7 +41,7 @@ options:
     type: int
     required: true
   budget:
-    description: DDTREE's tree budget N (C(sglang_service_ddtree_budget)); 0 means sglang's default 4 x B.
+    description: DDTREE's tree budget N (C(sglang_service_ddtree_budget)); 0 means the patch set's default 2 x B.
     type: int
     default: 0
   accept_length:

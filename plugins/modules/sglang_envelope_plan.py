@@ -72,7 +72,7 @@ options:
     type: int
     default: 16
   ddtree_budget:
-    description: DDTree tree budget N (nodes verified per request); V(0) is the patch set's default, 4 x block size.
+    description: DDTree tree budget N (nodes verified per request); V(0) is the patch set's default, 2 x block size.
     type: int
     default: 0
   extra_flags:

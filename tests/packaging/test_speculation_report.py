@@ -102,7 +102,7 @@ def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_pat
     assert got["h200_does_not_pay"]["accept_length"] == pytest.approx(tau_star - 0.3)
     assert got["h200_n32"]["verdict"] == "unknown" and got["h200_n32"]["budget"] == 32
     assert "no step cost recorded for DDTREE B=16 N=32" in got["h200_n32"]["reason"]
-    assert got["h200_default_budget"]["verdict"] == "unknown" and got["h200_default_budget"]["budget"] == 64
+    assert got["h200_default_budget"]["verdict"] == "unknown" and got["h200_default_budget"]["budget"] == 32
     assert got["rtx_pro_6000"]["verdict"] == "unknown"
     assert "no step-cost record for GPU class" in got["rtx_pro_6000"]["reason"]
 

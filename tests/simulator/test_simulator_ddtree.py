@@ -16,8 +16,8 @@ def _ddtree(model_dirs, block="16"):
     ("env", "line"),
     [
         ({"SGLANG_DDTREE_BUDGET": "32"}, "DDTREE draft tree: block_size=16 budget=32 (requested 32,"),
-        ({}, "DDTREE draft tree: block_size=16 budget=64 (requested 64,"),  # default 4 x B
-        ({"SGLANG_DDTREE_BUDGET": "0"}, "budget=64 (requested 64, SGLANG_DDTREE_BUDGET) topk=8"),
+        ({}, "DDTREE draft tree: block_size=16 budget=32 (requested 32,"),  # default 2 x B
+        ({"SGLANG_DDTREE_BUDGET": "0"}, "budget=32 (requested 32, SGLANG_DDTREE_BUDGET) topk=8"),
         ({"SGLANG_DDTREE_BUDGET": "40", "SGLANG_DDTREE_TOPK": "2"}, "block_size=4 budget=15 (requested 40,"),
     ],
 )

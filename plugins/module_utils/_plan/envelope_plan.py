@@ -30,6 +30,9 @@ from __future__ import annotations
 import math
 
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import architecture_of, text_config
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.speculation_cost import (
+    DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN,
+)
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -283,14 +286,14 @@ def mamba_ratio(geo: dict, disable_radix_cache: bool, disable_overlap_schedule: 
 
 
 def draft_tokens_of(envelope: dict, draft: dict | None) -> int:
-    """D: verify tokens per request (DFLASH block size; DDTREE tree budget N, 0 = 4 x block)."""
+    """D: verify tokens per request (DFLASH block size; DDTREE tree budget N, 0 = the set's default, 2 x block)."""
     algo = (envelope.get("algorithm") or "").upper()
     if algo not in SPECULATIVE:
         return 0
     block = int((draft or {}).get("block_size") or 16)
     n = int(envelope.get("num_draft_tokens") or 0)
     if algo == "DDTREE":
-        return n or 4 * block
+        return n or DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN * block
     return n or block
 
 
@@ -610,7 +613,7 @@ def role_envelopes(
     """The ladder of ``sglang_service_envelopes`` as planner envelopes (in ladder order)."""
     algo = (algorithm or "").upper() or None
     if algo == "DDTREE":
-        draft_tokens = int(ddtree_budget or 0)  # 0: the patch set's default, 4 x block size
+        draft_tokens = int(ddtree_budget or 0)  # 0: the patch set's default, 2 x block size
     else:
         draft_tokens = int(num_draft_tokens or 0)
     out = []

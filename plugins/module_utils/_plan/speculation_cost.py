@@ -18,8 +18,9 @@ from __future__ import annotations
 PAYS = "pays"
 DOES_NOT_PAY = "does not pay"
 UNKNOWN = "unknown"
-# ddtree_utils' default budget: N = 4 * B when SGLANG_DDTREE_BUDGET is unset or 0.
-DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN = 4
+# ddtree_utils' default budget (patchsets/ddtree-*): N = 2 * B when SGLANG_DDTREE_BUDGET is unset or 0. The one owner
+# of that rule on the controller: the envelope planner reads it from here.
+DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN = 2
 # The probe sends one request: its accept length is compared with the batch-1 step.
 VERDICT_BATCH = 1
 
@@ -30,7 +31,7 @@ def gpu_class(name) -> str:
 
 
 def effective_budget(algorithm: str, block_size, budget):
-    """The tree budget N a DDTREE service runs with (0 / unset: 4 x B), None for other modes."""
+    """The tree budget N a DDTREE service runs with (0 / unset: 2 x B), None for other modes."""
     if str(algorithm or "").upper() != "DDTREE":
         return None
     block = int(block_size)
@@ -73,7 +74,7 @@ def speculation_verdict(table, *, gpu_names, algorithm, block_size, budget=0, ac
 
     ``gpu_names``: nvidia-smi's names of the GPUs the service runs on (one class expected);
     ``algorithm``: sglang's spelling (DFLASH, DDTREE; anything else speculates not);
-    ``block_size``: B (``--speculative-num-draft-tokens``); ``budget``: DDTREE's N (0: 4 x B);
+    ``block_size``: B (``--speculative-num-draft-tokens``); ``budget``: DDTREE's N (0: 2 x B);
     ``accept_length``: the probe's ``spec_accept_length`` (None: not measured).
 
     Returns algorithm, gpu_class, block_size, budget, accept_length, break_even (batch 1),

@@ -285,7 +285,7 @@ def test_track_node_is_the_accepted_node_at_the_interval_boundary():
 @pytest.mark.parametrize(
     ("block", "env", "steps"),
     [
-        (16, {}, 64),  # default budget 4 x B: the pool holds 64 snapshots per slot, not 16
+        (16, {}, 32),  # default budget 2 x B: the pool holds 32 snapshots per slot, not 16
         (16, {du.ENV_BUDGET: "32"}, 32),
         (4, {du.ENV_BUDGET: "16"}, 16),
         (4, {du.ENV_BUDGET: "4"}, 4),

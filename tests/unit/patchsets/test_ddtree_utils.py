@@ -265,7 +265,7 @@ def test_the_budget_variable_changes_the_tree_size():
     for raw in ("16", "32", "64", ""):
         config = du.resolve_ddtree_config(16, {"SGLANG_DDTREE_BUDGET": raw} if raw else {})
         sizes[raw] = len(du.build_tree(0, lps, toks, config.budget))
-    assert sizes == {"16": 16, "32": 32, "64": 64, "": 4 * 16}
+    assert sizes == {"16": 16, "32": 32, "64": 64, "": 2 * 16}
     assert du.format_budget_log(du.resolve_ddtree_config(16, {"SGLANG_DDTREE_BUDGET": "32"})).startswith(
         "DDTREE draft tree: block_size=16 budget=32 (requested 32, SGLANG_DDTREE_BUDGET) topk=8"
     )
@@ -273,7 +273,7 @@ def test_the_budget_variable_changes_the_tree_size():
 
 @pytest.mark.usefixtures("each_set")
 def test_budget_zero_means_the_default_and_top_k_caps_it():
-    assert du.resolve_ddtree_config(4, {"SGLANG_DDTREE_BUDGET": "0"}) == du.DDTreeConfig(4, 16, 16, 8)
+    assert du.resolve_ddtree_config(4, {"SGLANG_DDTREE_BUDGET": "0"}) == du.DDTreeConfig(4, 8, 8, 8)
     capped = du.resolve_ddtree_config(4, {"SGLANG_DDTREE_BUDGET": "40", "SGLANG_DDTREE_TOPK": "2"})
     assert (capped.requested_budget, capped.budget, capped.topk) == (40, 15, 2)
 
@@ -297,3 +297,21 @@ def test_bad_settings_are_refused_at_start_up(env, message):
 def test_a_block_of_one_token_has_no_tree():
     with pytest.raises(ValueError, match="at least 2"):
         du.resolve_ddtree_config(1, {})
+
+
+@pytest.mark.usefixtures("each_set")
+def test_the_controller_plans_with_the_budget_the_set_defaults_to():
+    """The envelope planner and the speculation verdict size an unset budget as the engine will (one owner on the
+    controller, speculation_cost); a set whose default moved without it would plan memory for another tree."""
+    from ansible_collections.specdec.sglang.plugins.module_utils._plan import (  # noqa: PLC0415
+        envelope_plan,
+        speculation_cost,
+    )
+
+    per_block = speculation_cost.DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN
+    for block in (4, 8, 16):
+        engine = du.resolve_ddtree_config(block, {}).requested_budget
+        assert engine == per_block * block
+        assert speculation_cost.effective_budget("DDTREE", block, 0) == engine
+        envelope = {"algorithm": "DDTREE", "num_draft_tokens": 0}
+        assert envelope_plan.draft_tokens_of(envelope, {"block_size": block}) == engine

@@ -3,7 +3,7 @@
 """What the ddtree patch sets make sglang say about the tree budget (patchsets/ddtree-*/…/ddtree_utils.py).
 
 The real engine reads SGLANG_DDTREE_BUDGET (tree nodes verified per request per step, 0 or unset:
-4 x block size) and SGLANG_DDTREE_TOPK (default 8), refuses a budget below the block size at start-up
+2 x block size) and SGLANG_DDTREE_TOPK (default 8), refuses a budget below the block size at start-up
 (a ValueError while resolving the server arguments), and logs the tree it will verify.
 """
 
@@ -27,7 +27,7 @@ def _env_int(environ, name):
 def resolve(block_size: int, environ=None) -> dict:
     """{block_size, requested, budget, topk}; ValueError with the engine's message for a bad setting."""
     environ = os.environ if environ is None else environ
-    budget = _env_int(environ, "SGLANG_DDTREE_BUDGET") or 4 * block_size
+    budget = _env_int(environ, "SGLANG_DDTREE_BUDGET") or 2 * block_size
     topk = _env_int(environ, "SGLANG_DDTREE_TOPK") or 8
     if budget < block_size:
         raise ValueError(

@@ -134,8 +134,8 @@ def test_ddtree_snapshot_pool_is_sized_for_the_tree_budget():
     assert tree["draft_tokens"] == 64 and chain["draft_tokens"] == 16
     assert tree["intermediate_ssm_gb"] == pytest.approx(4 * chain["intermediate_ssm_gb"])
     assert tree["kv_tokens"] < chain["kv_tokens"]
-    # tree budget 0 is the patch set's default: 4 x block size
-    assert ep.draft_tokens_of({"algorithm": "DDTREE", "num_draft_tokens": 0}, ep.draft_geometry(DRAFT)) == 64
+    # tree budget 0 is the patch set's default: 2 x block size
+    assert ep.draft_tokens_of({"algorithm": "DDTREE", "num_draft_tokens": 0}, ep.draft_geometry(DRAFT)) == 32
 
 
 def test_radix_cache_on_caps_requests_by_the_mamba_ratio():
@@ -217,7 +217,7 @@ def test_role_envelopes_keep_the_ladder_order_and_the_tree_budget():
     envelopes = {"a": {"mem_fraction_static": 0.9, "environment": {"X": "1"}}, "b": {"mem_fraction_static": 0.8}}
     out = ep.role_envelopes(envelopes, ["b", "a"], "DDTREE", num_draft_tokens=16, ddtree_budget=0)
     assert [e["name"] for e in out] == ["b", "a"]
-    assert out[0]["num_draft_tokens"] == 0 and out[0]["algorithm"] == "DDTREE"  # 0: 4 x block, resolved later
+    assert out[0]["num_draft_tokens"] == 0 and out[0]["algorithm"] == "DDTREE"  # 0: 2 x block, resolved later
     assert "environment" not in out[1]
     with pytest.raises(ep.PlanError, match="names 'c', which sglang_service_envelopes does not define"):
         ep.role_envelopes(envelopes, ["c"], "DFLASH")

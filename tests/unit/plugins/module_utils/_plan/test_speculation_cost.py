@@ -104,13 +104,13 @@ def test_the_gpu_name_matches_whatever_its_case_and_spacing():
     assert verdict["gpu_class"] == "nvidia h200" and verdict["verdict"] == sc.PAYS
 
 
-def test_the_default_budget_is_four_blocks_and_unrecorded_budgets_are_unknown():
-    # sglang_service_ddtree_budget 0 -> N = 4 x 16 = 64: refused on the H200, so no step cost recorded.
+def test_the_default_budget_is_two_blocks_and_unrecorded_budgets_are_unknown():
+    # sglang_service_ddtree_budget 0 -> N = 2 x 16 = 32: no step cost of N=32 in the H200's record yet.
     verdict = sc.speculation_verdict(
         TABLE, gpu_names=["NVIDIA H200"], algorithm="DDTREE", block_size=16, budget=0, accept_length=9.0
     )
-    assert verdict["budget"] == 64 and verdict["verdict"] == sc.UNKNOWN
-    assert "no step cost recorded for DDTREE B=16 N=64 on NVIDIA H200" in verdict["reason"]
+    assert verdict["budget"] == 32 and verdict["verdict"] == sc.UNKNOWN
+    assert "no step cost recorded for DDTREE B=16 N=32 on NVIDIA H200" in verdict["reason"]
     assert "DDTREE B=16 N=16" in verdict["reason"] and "DFLASH B=16" in verdict["reason"]
     other_block = sc.speculation_verdict(
         TABLE, gpu_names=["NVIDIA H200"], algorithm="DFLASH", block_size=8, accept_length=9.0

@@ -25,8 +25,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 ENV_BUDGET = "SGLANG_DDTREE_BUDGET"
 ENV_TOPK = "SGLANG_DDTREE_TOPK"
-# Default budget: this many nodes per block position (N = 4 * B, e.g. 64 for the usual B = 16).
-DEFAULT_BUDGET_PER_BLOCK_TOKEN = 4
+# Default budget: this many nodes per block position (N = 2 * B, e.g. 32 for the usual B = 16): the budget that
+# paid end to end on a lent H100 (tests/device/records/2026-12-06-h100-ddtree-block16-level2); 4 * B verified a
+# wider tree than it gained there, and the 27B geometry's N = 64 found no memory on the H200 at 8 requests.
+DEFAULT_BUDGET_PER_BLOCK_TOKEN = 2
 DEFAULT_TOPK = 8
 # sglang's tree kernels run one thread per tree node.
 MAX_BUDGET = 1024
@@ -83,7 +85,7 @@ def resolve_ddtree_config(block_size: int, environ: Optional[Mapping[str, str]] 
     """Budget N and per-depth top-k from the environment.
 
     SGLANG_DDTREE_BUDGET: tree nodes verified per request per step, root included; unset or 0 means
-    the default 4 * B. It must be at least B (the tree holds the whole top-1 chain) and at most 1024.
+    the default 2 * B. It must be at least B (the tree holds the whole top-1 chain) and at most 1024.
     SGLANG_DDTREE_TOPK: children per node, default 8. The budget is capped at the number of nodes such
     a tree can hold (e.g. B = 2, top-k 8: 9 nodes).
     """
