@@ -30,9 +30,7 @@ from __future__ import annotations
 import math
 
 from ansible_collections.specdec.sglang.plugins.module_utils._plan.model_config import architecture_of, text_config
-from ansible_collections.specdec.sglang.plugins.module_utils._plan.speculation_cost import (
-    DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN,
-)
+from ansible_collections.specdec.sglang.plugins.module_utils._plan.speculation_cost import effective_budget
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -293,7 +291,7 @@ def draft_tokens_of(envelope: dict, draft: dict | None) -> int:
     block = int((draft or {}).get("block_size") or 16)
     n = int(envelope.get("num_draft_tokens") or 0)
     if algo == "DDTREE":
-        return n or DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN * block
+        return effective_budget(algo, block, n)
     return n or block
 
 
