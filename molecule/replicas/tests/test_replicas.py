@@ -343,6 +343,9 @@ def test_zz_d_stop_takes_each_replica_out_of_the_gateway_first_and_a_deploy_puts
     assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
 
 
+_UNIT_STATE = "systemctl show -p ActiveState,SubState,NRestarts,ExecMainStartTimestamp,ActiveEnterTimestamp %s.service"
+
+
 def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_stays_out(host, key):
     """lab2's sglang-b gets a fault that makes its next start crash; lab2's sglang-a is killed while the roll
     restarts lab1's first replica. The gateway marks the killed one unhealthy (systemd starts it again); the roll
@@ -363,16 +366,22 @@ def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_
             while len(_workers(gateway, key)) == 4 and time.monotonic() < deadline:  # lab1's first replica goes out
                 time.sleep(0.5)
             worker.check_output("systemctl kill -s KILL sglang-a.service")
-            deadline = time.monotonic() + 30
+            killed_at = time.monotonic()
+            deadline = killed_at + 30
+            polls = []  # (seconds after the kill, the gateway's state of the killed worker), for the failure
             while time.monotonic() < deadline and not seen_unhealthy:
                 state = _workers(gateway, key).get(killed)
+                polls.append((round(time.monotonic() - killed_at, 1), state))
                 if state and not state["is_healthy"]:
                     seen_unhealthy.append(state)
                 time.sleep(0.3)
+            restarts = "" if seen_unhealthy else worker.run(_UNIT_STATE % "sglang-a").stdout
             roll.join(600)
         counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
         warnings.warn(f"roll with one replica killed and one failing readiness: {counts}", stacklevel=1)
-        assert seen_unhealthy, "the gateway never marked the killed replica unhealthy"
+        assert seen_unhealthy, (
+            f"the gateway never marked the killed replica unhealthy; its polls {polls[-20:]}; the unit: {restarts}"
+        )
         assert result["rc"] != 0, result["out"][-4000:]
         out = " ".join(result["out"].split())
         assert f"sglang-b ({failing}): NOT READY (" in out, out[-4000:]
