@@ -36,3 +36,19 @@ def workers(gateway, key):
     status, text = curl(gateway, key, "/workers")
     assert status == 200, text
     return {w["url"]: w for w in json.loads(text)["workers"]}
+
+
+def unit_state(lab_host, unit):
+    """A worker unit's state in one line: is it still stopped (or running again), and did systemd restart it?"""
+    props = " ".join("-p " + p for p in ("ActiveState", "SubState", "Result", "NRestarts", "ActiveEnterTimestamp"))
+    out = lab_host.run("systemctl show %s %s.service" % (props, unit))
+    return ", ".join(out.stdout.split("\n")).strip(", ")
+
+
+def gateway_log(gateway, url, lines=30):
+    """The gateway's journal lines about one worker URL (health transitions, failed requests), then its last lines
+    whatever they name (a health loop that stopped logs no URL)."""
+    journal = "journalctl -u sglang-gateway.service --no-pager"
+    about = "%s -o cat | grep -F %s | tail -n %d" % (journal, shlex.quote(url), lines)
+    last = "%s -o short-monotonic -n %d" % (journal, lines)
+    return "%s\n--- last lines ---\n%s" % (gateway.run(about).stdout, gateway.run(last).stdout)

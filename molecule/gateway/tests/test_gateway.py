@@ -7,12 +7,13 @@ through lab1's gateway: 0 may fail. Traffic goes only to the scenario's own cont
 
 import json
 import pathlib
-import shlex
 import time
 
 import yaml
 from gateway_client import address as _address
 from gateway_client import curl as _curl
+from gateway_client import gateway_log as _gateway_log
+from gateway_client import unit_state as _unit_state
 from gateway_client import workers as _workers
 from lab_host import lab_host as _lab_host
 
@@ -22,22 +23,6 @@ PIN = yaml.safe_load((REPO / "roles/sglang_gateway/defaults/main.yml").read_text
 UNIT = "/etc/systemd/system/sglang-gateway.service"
 ENV_FILE = "/etc/sglang-gateway/sglang-gateway.env"
 ROUNDS = 40
-
-
-def _unit_state(lab_host):
-    """The stopped unit's state in one line: was it still stopped, and did anything restart it?"""
-    props = " ".join("-p " + p for p in ("ActiveState", "SubState", "Result", "NRestarts", "ActiveEnterTimestamp"))
-    out = lab_host.run("systemctl show %s sglang.service" % props)
-    return ", ".join(out.stdout.split("\n")).strip(", ")
-
-
-def _gateway_log(gateway, url, lines=30):
-    """The gateway's journal lines about one worker URL (health transitions, failed requests), then its last lines
-    whatever they name (a health loop that stopped logs no URL)."""
-    journal = "journalctl -u sglang-gateway.service --no-pager"
-    about = "%s -o cat | grep -F %s | tail -n %d" % (journal, shlex.quote(url), lines)
-    last = "%s -o short-monotonic -n %d" % (journal, lines)
-    return "%s\n--- last lines ---\n%s" % (gateway.run(about).stdout, gateway.run(last).stdout)
 
 
 def _generate(gateway, key, tokens=8):
@@ -127,7 +112,7 @@ def test_zz_a_stopped_worker_costs_no_client_request(host, lab_host, key):
             time.sleep(1)
         assert not record["is_healthy"], (
             "the gateway still counts the stopped worker healthy after 90 s: worker %s; unit %s; gateway log:\n%s"
-            % (record, _unit_state(lab_host), _gateway_log(gateway, stopped))
+            % (record, _unit_state(lab_host, "sglang"), _gateway_log(gateway, stopped))
         )
         # smg 1.13: not_ready after the failure threshold (2), failed after three times as many checks
         while (record := _workers(gateway, key)[stopped])["status"] != "failed" and time.monotonic() < deadline:

@@ -611,7 +611,7 @@ def role_envelopes(
     """The ladder of ``sglang_service_envelopes`` as planner envelopes (in ladder order)."""
     algo = (algorithm or "").upper() or None
     if algo == "DDTREE":
-        draft_tokens = int(ddtree_budget or 0)  # 0: the patch set's default, 2 x block size
+        draft_tokens = int(ddtree_budget or 0)  # 0: the patch set's default, sized by draft_tokens_of
     else:
         draft_tokens = int(num_draft_tokens or 0)
     out = []

@@ -19,7 +19,7 @@ PAYS = "pays"
 DOES_NOT_PAY = "does not pay"
 UNKNOWN = "unknown"
 # ddtree_utils' default budget (patchsets/ddtree-*): N = 2 * B when SGLANG_DDTREE_BUDGET is unset or 0. The one owner
-# of that rule on the controller: the envelope planner reads it from here.
+# of that rule on the controller: the envelope planner calls effective_budget.
 DDTREE_DEFAULT_BUDGET_PER_BLOCK_TOKEN = 2
 # The probe sends one request: its accept length is compared with the batch-1 step.
 VERDICT_BATCH = 1
