@@ -6,6 +6,7 @@ header file that only that request reads (so concurrent requests from several th
 
 import json
 import shlex
+import subprocess
 import threading
 import time
 
@@ -52,3 +53,66 @@ def gateway_log(gateway, url, lines=30):
     about = "%s -o cat | grep -F %s | tail -n %d" % (journal, shlex.quote(url), lines)
     last = "%s -o short-monotonic -n %d" % (journal, lines)
     return "%s\n--- last lines ---\n%s" % (gateway.run(about).stdout, gateway.run(last).stdout)
+
+
+# The watch runs inside the gateway's host in one process that asks /workers every 0.1 s: a state that lasts a
+# second or two (a killed replica that systemd restarts) is seen even when one `podman exec` takes longer than
+# that on a loaded machine. The key comes on stdin; "watching" is printed once the first answer came.
+WATCH_SCRIPT = r"""
+import http.client, json, sys, time
+key, url, seconds = sys.stdin.readline().strip(), sys.argv[1], float(sys.argv[2])
+def state():
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", 30080, timeout=5)
+        conn.request("GET", "/workers", headers={"Authorization": "Bearer " + key})
+        workers = {w["url"]: w for w in json.loads(conn.getresponse().read())["workers"]}
+    except Exception as exc:
+        return ["no answer", repr(exc)[:200]]
+    worker = workers.get(url)
+    return ["absent", None] if worker is None else [worker["is_healthy"], worker.get("status")]
+changes, last = [], state()
+print("watching", flush=True)
+start = time.monotonic()
+changes.append([0.0, last])
+while time.monotonic() - start < seconds and last[0] is not False:
+    time.sleep(0.1)
+    now = state()
+    if now != last:
+        changes.append([round(time.monotonic() - start, 2), now])
+        last = now
+print(json.dumps(changes))
+"""
+
+
+class WorkerWatch:
+    """Inside ``gateway``'s host, the gateway's state of one worker URL from the block's start until the gateway
+    marks it unhealthy or ``seconds`` pass: ``changes`` is [[seconds since the watch began, [is_healthy, status]],
+    ...], every change of state once. The block's body runs once the watch has its first answer."""
+
+    def __init__(self, gateway, key, url, seconds=90):
+        self.gateway, self.key, self.url, self.seconds = gateway, key, url, seconds
+        self.changes = []
+
+    def __enter__(self):
+        argv = ["podman", "exec", "-i", self.gateway.backend.container, "python3", "-c", WATCH_SCRIPT]
+        argv += [self.url, str(self.seconds)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.proc.stdin.write(self.key + "\n")
+        self.proc.stdin.flush()
+        first = self.proc.stdout.readline()
+        if first.strip() != "watching":
+            self.proc.kill()
+            raise AssertionError("the watch of %s did not start: %r %s" % (self.url, first, self.proc.stderr.read()))
+        return self
+
+    def __exit__(self, *exc):
+        out, err = self.proc.communicate(timeout=self.seconds + 60)
+        assert self.proc.returncode == 0, (self.proc.returncode, err[-3000:])
+        self.changes = json.loads(out)
+
+    @property
+    def unhealthy(self):
+        """The first change in which the gateway counted the worker unhealthy, or None."""
+        return next((change for change in self.changes if change[1][0] is False), None)

@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 
+from gateway_client import WorkerWatch as _WorkerWatch
 from gateway_client import address as _address
 from gateway_client import curl as _curl
 from gateway_client import gateway_log as _gateway_log
@@ -355,7 +356,6 @@ def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_
     killed = f"http://{_address(worker)}:{REPLICAS['a']}"
     failing = f"http://{_address(worker)}:{REPLICAS['b']}"
     worker.check_output("echo 'SGLANG_SIM_FAULT=\"crash_on_start\"' >> /etc/sglang/sglang-b.env")
-    seen_unhealthy = []
     try:
         with Streams(gateway, key, _model(gateway, key)) as streams:
             result = {}
@@ -364,23 +364,17 @@ def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_
             deadline = time.monotonic() + 120
             while len(_workers(gateway, key)) == 4 and time.monotonic() < deadline:  # lab1's first replica goes out
                 time.sleep(0.5)
-            worker.check_output("systemctl kill -s KILL sglang-a.service")
-            killed_at = time.monotonic()
-            deadline = killed_at + 30
-            polls = []  # (seconds after the kill, the gateway's state of the killed worker), for the failure
-            while time.monotonic() < deadline and not seen_unhealthy:
-                state = _workers(gateway, key).get(killed)
-                polls.append((round(time.monotonic() - killed_at, 1), state))
-                if state and not state["is_healthy"]:
-                    seen_unhealthy.append(state)
-                time.sleep(0.3)
-            if not seen_unhealthy:  # what the failure below reports: did systemd restart it, what did smg log?
-                polls.append(f"the unit: {_unit_state(worker, 'sglang-a')}; {_gateway_log(gateway, killed)}")
+            # the watch asks the gateway every 0.1 s from inside lab1 until it marks the killed replica unhealthy
+            with _WorkerWatch(gateway, key, killed, seconds=90) as watch:
+                worker.check_output("systemctl kill -s KILL sglang-a.service")
+            if watch.unhealthy is None:  # what the failure below reports: did systemd restart it, what did smg log?
+                diagnosis = f"the unit: {_unit_state(worker, 'sglang-a')}; {_gateway_log(gateway, killed)}"
             roll.join(600)
         counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
         warnings.warn(f"roll with one replica killed and one failing readiness: {counts}", stacklevel=1)
-        assert seen_unhealthy, (
-            f"the gateway never marked the killed replica unhealthy; its last polls, the unit, smg's log: {polls[-21:]}"
+        assert watch.unhealthy is not None, (
+            "the gateway never marked the killed replica unhealthy in 90 s; its states of it (seconds from the"
+            f" watch's start, the kill right after it): {watch.changes}; {diagnosis}"
         )
         assert result["rc"] != 0, result["out"][-4000:]
         out = " ".join(result["out"].split())
