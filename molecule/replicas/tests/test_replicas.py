@@ -371,7 +371,11 @@ def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_
                 diagnosis = f"the unit: {_unit_state(worker, 'sglang-a')}; {_gateway_log(gateway, killed)}"
             roll.join(600)
         counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-        warnings.warn(f"roll with one replica killed and one failing readiness: {counts}", stacklevel=1)
+        warnings.warn(
+            f"roll with one replica killed and one failing readiness: {counts}; the gateway's states of the killed"
+            f" replica (seconds from the kill): {watch.changes}",
+            stacklevel=1,
+        )
         assert watch.unhealthy is not None, (
             "the gateway never marked the killed replica unhealthy in 90 s; its states of it (seconds from the"
             f" watch's start, the kill right after it): {watch.changes}; {diagnosis}"
