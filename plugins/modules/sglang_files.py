@@ -90,9 +90,9 @@ files:
 import grp  # noqa: E402
 import os  # noqa: E402
 import pwd  # noqa: E402
-import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.files import write_atomically  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._release import file_set  # noqa: E402
 
 ENTRY_OPTIONS = dict(
@@ -127,21 +127,10 @@ def group_id(name):
 
 
 def write_file(item):
-    """The content into a temporary file next to ``item["path"]``, its mode and owner set, renamed over the path."""
-    path = item["path"]
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(item["content"].encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chown(tmp, user_id(item["owner"]), group_id(item["group"]))
-        os.chmod(tmp, int(item["mode"], 8))
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """The content, its mode and owner set, replacing ``item["path"]`` whole (a reader never sees part of it)."""
+    write_atomically(
+        item["path"], item["content"], int(item["mode"], 8), user_id(item["owner"]), group_id(item["group"])
+    )
 
 
 def diff_of(item, action):

@@ -107,10 +107,10 @@ manifest:
 
 import json  # noqa: E402
 import os  # noqa: E402
-import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._host import model_integrity  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.files import write_atomically  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier  # noqa: E402
 
 
@@ -127,18 +127,8 @@ def _read_manifest(path):
 
 
 def _write_manifest(path, data):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".manifest-")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True) + "\n", 0o600)
 
 
 def main():

@@ -42,8 +42,8 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 
+from ansible_collections.specdec.sglang.plugins.module_utils._host.files import write_atomically
 from ansible_collections.specdec.sglang.plugins.module_utils._host.host_program import source_of
 from ansible_collections.specdec.sglang.plugins.module_utils._patchset import patchset_verify
 from ansible_collections.specdec.sglang.plugins.module_utils._patchset.unified_diff import DiffError
@@ -470,20 +470,6 @@ def plan(site_packages, manifest, state):
 # --------------------------------------------------------------------------- writes
 
 
-def _atomic_write(path, data, mode):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".specdec-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _mode_of(path, default=0o644):
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
@@ -530,7 +516,7 @@ def _write_state(backup_dir, manifest, rows):
         "backed_up": sorted(r["path"] for r in rows if r["action"] not in ("none", "create")),
     }
     os.makedirs(backup_dir, exist_ok=True)
-    _atomic_write(os.path.join(backup_dir, STATE_FILE), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
+    write_atomically(os.path.join(backup_dir, STATE_FILE), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
 
 
 def _rollback(done):
@@ -541,7 +527,7 @@ def _rollback(done):
                 if os.path.exists(path):
                     os.unlink(path)
             else:
-                _atomic_write(path, original, mode)
+                write_atomically(path, original, mode)
         except OSError:
             pass
 
@@ -586,10 +572,10 @@ def apply(
             if current is not None:
                 backup = target_file(os.path.join(backup_dir, "files"), row["path"])
                 os.makedirs(os.path.dirname(backup), exist_ok=True)
-                _atomic_write(backup, current, mode)
+                write_atomically(backup, current, mode)
             else:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
-            _atomic_write(target, new, mode)
+            write_atomically(target, new, mode)
             done.append((target, current, mode))
     except BaseException:
         _rollback(done)
@@ -640,7 +626,7 @@ def revert(site_packages, backup_dir, manifest, python, *, runner=subprocess_run
             if original is None:
                 os.unlink(target)
             else:
-                _atomic_write(target, original, mode)
+                write_atomically(target, original, mode)
             done.append((target, current, mode))
     except BaseException:
         _rollback(done)

@@ -34,12 +34,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from urllib.parse import urlparse
 
 from ansible_collections.specdec.sglang.plugins.module_utils._host import port_owner
+from ansible_collections.specdec.sglang.plugins.module_utils._host.files import write_atomically
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness import failure_classifier
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.readiness import Params, Readiness
@@ -190,21 +190,6 @@ def render_metrics(verdict, labels):
         lines.append("# TYPE %s %s" % (name, kind))
         lines.extend(samples)
     return "\n".join(lines) + "\n"
-
-
-def write_atomically(path, text, mode=0o644):
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def summarise(result, release_id, time_to_ready_s, now_epoch):
