@@ -21,31 +21,17 @@ Every recurrence check also runs the flattened-order scan and asserts that it is
 tree, so a tree where both agree cannot make the test pass by accident.
 """
 
-import importlib.util
 import math
-import pathlib
 import random
 import re
 import sys
 
 import pytest
+from ddtree_set_files import REPO, SETS, load, set_file_path, set_module
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-REL = "files/sglang/srt/speculative/ddtree_utils.py"
-
-
-def _load(path):
-    name = "ddtree_utils_hybrid_under_test_%d" % abs(hash(str(path)))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-du = _load(REPO / "patchsets" / "ddtree-0.5.17" / REL)
+du = set_module("ddtree-0.5.17", "ddtree_utils.py")
 # Each set's own copy (the sets ship the same file: test_every_ddtree_set_ships_the_same_tree_builder).
-SET_UTILS = {v: _load(REPO / "patchsets" / ("ddtree-" + v) / REL) for v in ("0.5.17", "0.5.23")}
+SET_UTILS = {name.removeprefix("ddtree-"): set_module(name, "ddtree_utils.py") for name in SETS}
 
 
 @pytest.fixture(params=sorted(SET_UTILS))
@@ -322,7 +308,7 @@ def test_each_set_declares_hybrid_targets_and_the_backends_its_code_allows(versi
     assert serves["architectures"] == ["dense", "hybrid_gdn"]
     # One owner: the backends sglang is refused with (_check_ddtree_backends) are the set's own list.
     assert serves["attention_backends"] == list(
-        _load(REPO / "patchsets" / ("ddtree-" + version) / REL).TREE_MASK_ATTENTION_BACKENDS
+        load(set_file_path("ddtree-" + version, "ddtree_utils.py")).TREE_MASK_ATTENTION_BACKENDS
     )
 
 

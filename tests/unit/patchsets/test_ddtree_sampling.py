@@ -7,31 +7,15 @@ top-k, sampled verify) emit token pairs whose distribution matches the target's 
 test (fixed seed, p in the message). Two wrong rules fail the same test; greedy stays exact.
 """
 
-import importlib.util
 import math
-import pathlib
 import random
-import sys
 
 import pytest
+from ddtree_set_files import REPO, SETS, load, set_module
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-REL = "files/sglang/srt/speculative/ddtree_utils.py"
-SETS = ("ddtree-0.5.17", "ddtree-0.5.23")
-
-
-def _load(path):
-    name = "ddtree_utils_sampling_%d" % abs(hash(str(path)))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-UTILS = {s: _load(REPO / "patchsets" / s / REL) for s in SETS}
+UTILS = {s: set_module(s, "ddtree_utils.py") for s in SETS}
 # The chi-square tail of the device harness (one implementation, tested below on known values).
-_gamma_q = _load(REPO / "tests" / "device" / "ddtree_e2e.py").gamma_q
+_gamma_q = load(REPO / "tests" / "device" / "ddtree_e2e.py").gamma_q
 VOCAB = 5
 DEPTH = 3  # drafted positions per block (B = 4)
 TOPK = 3

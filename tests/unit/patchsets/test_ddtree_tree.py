@@ -10,34 +10,18 @@ ties the other way, pop stale frontier entries, or drop the seeded chain are cau
 """
 
 import ast
-import importlib.util
-import pathlib
-import sys
 
 import numpy as np
 import pytest
+from ddtree_set_files import SETS, set_file_path, set_module
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-SPEC = "files/sglang/srt/speculative/"
-SETS = ("ddtree-0.5.17", "ddtree-0.5.23")
-
-
-def _load(path, tag):
-    name = "ddtree_tree_under_test_%s_%d" % (tag, abs(hash(str(path))))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-du = _load(REPO / "patchsets" / SETS[0] / SPEC / "ddtree_utils.py", "utils")
-TREES = {s: _load(REPO / "patchsets" / s / SPEC / "ddtree_tree.py", s) for s in SETS}
+du = set_module(SETS[0], "ddtree_utils.py")
+TREES = {s: set_module(s, "ddtree_tree.py") for s in SETS}
 dt = TREES[SETS[0]]
 
 
 def test_every_ddtree_set_ships_the_same_array_builder():
-    blobs = {s: (REPO / "patchsets" / s / SPEC / "ddtree_tree.py").read_bytes() for s in SETS}
+    blobs = {s: set_file_path(s, "ddtree_tree.py").read_bytes() for s in SETS}
     assert len(set(blobs.values())) == 1, "the sets' ddtree_tree.py differ"
 
 
@@ -249,7 +233,7 @@ def test_full_mask_with_too_small_a_buffer_fails_loudly():
 def test_the_builder_has_no_host_synchronisation():
     # No call that reads a device value on the host: .item(), .tolist(), .cpu(), .numpy(), nonzero,
     # and no boolean-mask indexing (every subscript is a slice, a constant or a None).
-    tree = ast.parse((REPO / "patchsets" / SETS[0] / SPEC / "ddtree_tree.py").read_text())
+    tree = ast.parse(set_file_path(SETS[0], "ddtree_tree.py").read_text())
     calls = {
         node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }

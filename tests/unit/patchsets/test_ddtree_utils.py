@@ -7,32 +7,17 @@ The file is pure Python, so CI tests the very bytes the patch set overlays, on a
 reference on the H200 by tests/device/ddtree_check.py.
 """
 
-import importlib.util
 import itertools
 import math
-import pathlib
 import random
 import sys
 
 import pytest
+from ddtree_set_files import SETS, set_file_path, set_module
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-REL = "files/sglang/srt/speculative/ddtree_utils.py"
-SETS = sorted(p.parent for p in (REPO / "patchsets").glob("ddtree-0.5.*/patchset.yml"))
-
-
-def _load(path):
-    name = "ddtree_utils_under_test_%d" % abs(hash(str(path)))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-du = _load(REPO / "patchsets" / "ddtree-0.5.17" / REL)
+du = set_module("ddtree-0.5.17", "ddtree_utils.py")
 # Each set's own copy (the sets ship the same file: test_every_ddtree_set_ships_the_same_tree_builder).
-SET_UTILS = {v: _load(REPO / "patchsets" / ("ddtree-" + v) / REL) for v in ("0.5.17", "0.5.23")}
+SET_UTILS = {name.removeprefix("ddtree-"): set_module(name, "ddtree_utils.py") for name in SETS}
 
 
 @pytest.fixture(params=sorted(SET_UTILS))
@@ -43,8 +28,8 @@ def each_set(request, monkeypatch):
 
 
 def test_every_ddtree_set_ships_the_same_tree_builder():
-    assert [s.name for s in SETS][:1] == ["ddtree-0.5.17"]
-    blobs = {s.name: (s / REL).read_bytes() for s in SETS}
+    assert list(SETS)[:1] == ["ddtree-0.5.17"]
+    blobs = {s: set_file_path(s, "ddtree_utils.py").read_bytes() for s in SETS}
     assert len(set(blobs.values())) == 1, "the sets' ddtree_utils.py differ: %s" % sorted(blobs)
 
 
