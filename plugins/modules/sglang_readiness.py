@@ -483,6 +483,7 @@ from urllib.parse import urlparse  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._host import host_lock  # noqa: E402
+from ansible_collections.specdec.sglang.plugins.module_utils._host.files import write_atomically  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._host.port_owner import port_check  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.http_probe import Prober, ProbeSettings  # noqa: E402
 from ansible_collections.specdec.sglang.plugins.module_utils._readiness.process_state import (  # noqa: E402
@@ -680,15 +681,9 @@ def write_job(path, proc_root="/proc"):
         parent_argv=[arg for arg in _read("%s/%d/cmdline" % (proc_root, os.getppid())).split("\0") if arg],
         async_dir=_async_dir(os.environ),
     )
-    tmp = "%s.tmp.%d" % (path, pid)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(job, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(job, sort_keys=True) + "\n", 0o600)
     except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         return None
     return job
 
