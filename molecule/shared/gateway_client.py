@@ -46,6 +46,11 @@ def unit_state(lab_host, unit):
     return ", ".join(out.stdout.split("\n")).strip(", ")
 
 
+def watchdog_log(lab_host, unit, lines=10):
+    """The last lines of a unit's watchdog (``<unit>-watch.service``): did one of its runs restart the unit?"""
+    return lab_host.run("journalctl -u %s-watch.service -o short-monotonic --no-pager -n %d" % (unit, lines)).stdout
+
+
 def gateway_log(gateway, url, lines=30):
     """The gateway's journal lines about one worker URL (health transitions, failed requests), then its last lines
     whatever they name (a health loop that stopped logs no URL)."""

@@ -21,6 +21,7 @@ from gateway_client import address as _address
 from gateway_client import curl as _curl
 from gateway_client import gateway_log as _gateway_log
 from gateway_client import unit_state as _unit_state
+from gateway_client import watchdog_log as _watchdog_log
 from gateway_client import workers as _workers
 from lab_host import lab_host as _lab_host
 
@@ -368,7 +369,10 @@ def test_zz_zz_a_replica_killed_mid_roll_is_taken_out_and_one_failing_readiness_
             with _WorkerWatch(gateway, key, killed, seconds=90) as watch:
                 worker.check_output("systemctl kill -s KILL sglang-a.service")
             if watch.unhealthy is None:  # what the failure below reports: did systemd restart it, what did smg log?
-                diagnosis = f"the unit: {_unit_state(worker, 'sglang-a')}; {_gateway_log(gateway, killed)}"
+                diagnosis = (
+                    f"the unit: {_unit_state(worker, 'sglang-a')}; its watchdog: {_watchdog_log(worker, 'sglang-a')};"
+                    f" {_gateway_log(gateway, killed)}"
+                )
             roll.join(600)
         counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
         warnings.warn(

@@ -249,6 +249,18 @@ def _time_to_ready(config, read):
     return value if isinstance(value, (int, float)) else None
 
 
+def _stopped_on_purpose(unit, io):
+    """The unit is down because someone meant it: stopped cleanly (inactive, Result=success), or down and disabled
+    (a deploy that could not serve, or an operator, stopped it on purpose). Neither is the watchdog's to restart."""
+    unit_state = read_unit_state(unit, io.run_command)
+    if unit_state.active_state == "inactive" and unit_state.result in ("success", ""):
+        return True
+    if unit_state.dead:
+        _rc, out, _err = io.run_command(["systemctl", "is-enabled", unit])
+        return out.strip() not in ("enabled", "enabled-runtime")
+    return False
+
+
 def run_once(config, io):
     """One watchdog run. ``io`` holds the side effects: run_command(argv) -> (rc, out, err), open_url,
     read(path), readlink(path), mtime(path), write(path, text, mode), clock(), sleep(s), time(), port_check,
@@ -266,12 +278,7 @@ def run_once(config, io):
         verdict.update(verdict="deploying", reason="a deploy has been running for %.0f s: not judged" % deploy_age)
         io.log("<6>sglang-watch: %s %s" % (unit, verdict["reason"]))
         return _finish(config, io, state, verdict)
-    unit_state = read_unit_state(unit, io.run_command)
-    stopped = unit_state.active_state == "inactive" and unit_state.result in ("success", "")
-    if not stopped and unit_state.dead:
-        # Down and disabled: a deploy that could not serve, or an operator, stopped it on purpose.
-        rc, out, _err = io.run_command(["systemctl", "is-enabled", unit])
-        stopped = out.strip() not in ("enabled", "enabled-runtime")
+    stopped = _stopped_on_purpose(unit, io)
     if stopped:
         verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
     else:
@@ -301,6 +308,11 @@ def run_once(config, io):
             port_check=io.port_check,
         )
         verdict = summarise(readiness.run(), release_id, _time_to_ready(config, io.read), now)
+        if not verdict["ok"] and _stopped_on_purpose(unit, io):
+            # `systemctl stop` while the probe ran: the probe failed because an operator (or stop.yml) stopped the
+            # unit, which a restart would undo. Judged on the unit's state after the probe, as before it.
+            verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
+            verdict["reason"] = "the unit was stopped cleanly while the watchdog probed it: nothing to watch"
     verdict["restarts_total"] = int(state.get("restarts_total", 0))
     verdict["action_taken"] = "none"
     if not verdict["ok"] and verdict["verdict"] != "stopped":

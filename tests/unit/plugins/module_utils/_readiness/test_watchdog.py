@@ -313,3 +313,35 @@ def test_a_unit_systemd_is_restarting_names_the_cause_and_its_hint_beside_restar
     assert verdict["verdict"] == "restart_loop" and verdict["cause_class"] == "illegal_address_graph_replay"
     assert " cause=illegal_address_graph_replay " in host.lines[0]
     assert "cause_hint=illegal address in a CUDA-graph replay" in host.lines[0]
+
+
+class StoppedMidProbeHost(FakeHost):
+    """An operator runs `systemctl stop` while the watchdog's probe is in flight: the unit reads running when the
+    run starts, the generation then finds nothing listening, and the unit reads stopped cleanly from then on."""
+
+    def open_url(self, url, data=None, headers=None, method=None, timeout=None, **kwargs):
+        if url.endswith("/generate") or self.show is STOPPED:
+            self.show = STOPPED
+            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+        return super().open_url(url, data=data, headers=headers, method=method, timeout=timeout, **kwargs)
+
+
+def test_a_unit_stopped_while_the_probe_runs_is_not_restarted():
+    """The field's race (molecule gateway, 2026-12-06): `systemctl stop` during a watchdog run was judged a dead
+    server and restarted within the second, undoing the operator's stop."""
+    host = StoppedMidProbeHost()
+    verdict = watchdog.run_once(config(action="restart"), host)
+    assert verdict["verdict"] == "stopped" and verdict["action_taken"] == "none", verdict
+    assert "while the watchdog probed it" in verdict["reason"]
+    assert not any(c[:2] in (["systemctl", "restart"], ["systemctl", "reset-failed"]) for c in host.commands)
+    assert not any(line.startswith("<3>") for line in host.lines), host.lines
+
+
+def test_a_server_that_dies_while_its_unit_stays_up_is_still_restarted():
+    """The second look at the unit spares only a unit that is down on purpose: an engine that stops answering while
+    systemd still counts the unit active is restarted as before."""
+    host = StoppedMidProbeHost()
+    host.open_url = lambda url, **kwargs: (_ for _ in ()).throw(urllib.error.URLError(ConnectionRefusedError(111, "x")))
+    verdict = watchdog.run_once(config(action="restart"), host)
+    assert verdict["ok"] is False and verdict["verdict"] != "stopped", verdict
+    assert ["systemctl", "restart", "sglang.service"] in host.commands
