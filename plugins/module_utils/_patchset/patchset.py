@@ -516,7 +516,7 @@ def _write_state(backup_dir, manifest, rows):
         "backed_up": sorted(r["path"] for r in rows if r["action"] not in ("none", "create")),
     }
     os.makedirs(backup_dir, exist_ok=True)
-    write_atomically(os.path.join(backup_dir, STATE_FILE), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
+    write_atomically(os.path.join(backup_dir, STATE_FILE), json.dumps(state, indent=2) + "\n", 0o644)
 
 
 def _rollback(done):

@@ -278,8 +278,7 @@ def run_once(config, io):
         verdict.update(verdict="deploying", reason="a deploy has been running for %.0f s: not judged" % deploy_age)
         io.log("<6>sglang-watch: %s %s" % (unit, verdict["reason"]))
         return _finish(config, io, state, verdict)
-    stopped = _stopped_on_purpose(unit, io)
-    if stopped:
+    if _stopped_on_purpose(unit, io):
         verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
     else:
         prober = Prober(

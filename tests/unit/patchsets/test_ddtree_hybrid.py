@@ -27,7 +27,7 @@ import re
 import sys
 
 import pytest
-from ddtree_set_files import REPO, SETS, load, set_file_path, set_module
+from ddtree_set_files import REPO, SETS, set_module
 
 du = set_module("ddtree-0.5.17", "ddtree_utils.py")
 # Each set's own copy (the sets ship the same file: test_every_ddtree_set_ships_the_same_tree_builder).
@@ -307,9 +307,7 @@ def test_each_set_declares_hybrid_targets_and_the_backends_its_code_allows(versi
     assert serves["algorithms"] == ["DDTREE"]
     assert serves["architectures"] == ["dense", "hybrid_gdn"]
     # One owner: the backends sglang is refused with (_check_ddtree_backends) are the set's own list.
-    assert serves["attention_backends"] == list(
-        load(set_file_path("ddtree-" + version, "ddtree_utils.py")).TREE_MASK_ATTENTION_BACKENDS
-    )
+    assert serves["attention_backends"] == list(SET_UTILS[version].TREE_MASK_ATTENTION_BACKENDS)
 
 
 @VERSIONS
