@@ -110,6 +110,7 @@ class WorkerWatch:
         if first.strip() != "watching":
             self.proc.kill()
             raise AssertionError("the watch of %s did not start: %r %s" % (self.url, first, self.proc.stderr.read()))
+        self.started = time.monotonic()  # about the watch's own zero (its first answer came just before)
         return self
 
     def __exit__(self, *exc):
