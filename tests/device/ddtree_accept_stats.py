@@ -124,7 +124,12 @@ def sglang_plugin():
 
 
 def server_env(env, path):
-    """``env`` for a server whose accepted nodes are counted into ``path``: ENV set, the plugin's dist-info and
+    """``env`` for a server whose accepted nodes are counted into ``path`` (plugin_env)."""
+    return plugin_env(env, ENV, path)
+
+
+def plugin_env(env, variable, path):
+    """``env`` for a server one device plugin writes into ``path``: ``variable`` set, the plugin's dist-info and
     this folder first on PYTHONPATH (nothing else changes; a server without it runs as deployed)."""
     pythonpath = [PLUGIN_DIR, HERE, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    return dict(env, **{ENV: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)})
+    return dict(env, **{variable: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)})

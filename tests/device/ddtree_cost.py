@@ -5,7 +5,7 @@
 
     ddtree_cost.py --python PY --target DIR --draft DIR --out DIR
                    [--runs target,dflash,ddtree16,ddtree32,ddtree64,target-eager] [--batches 1,8]
-                   [--tokens 160] [--warmup-steps 16] [--deadline-s 500] [--free-gib GIB]
+                   [--tokens 160] [--warmup-steps 16] [--deadline-s 500] [--free-gib GIB] [--sync-check]
 
 Run on the device machine (tests/device/run-ddtree --cost): sglang 0.5.17 with ddtree-0.5.17 applied.
 The model dirs are config-only, Qwen3.6-27B's geometry (Qwen3_5ForConditionalGeneration) and its
@@ -21,11 +21,11 @@ accept length is 1). Per server and batch size b: b requests of 128 random promp
 (the prefill and the first-use compiles) are the sample: median, p10 / p90, min, max, and the client's
 wall time per step as a cross-check.
 
-Modes, as a deploy runs them: the target alone and DFLASH on sglang's decode CUDA graphs (captured for
-the batch sizes measured), DDTREE eager (ddtree-0.5.17 turns decode graphs off: triton's graph buffers
-are sized for B, not N; docs/patchsets.md), and the target alone eager (target-eager) to separate the
-graphs' share from the work's. Every decode line also says whether that step ran on a graph; the
-summary records it.
+Modes, as a deploy runs them: the target alone, DFLASH and DDTREE on sglang's decode CUDA graphs (captured
+for the batch sizes measured; ddtree-0.5.17 captures the target's verify at the tree's width N), and the
+target alone eager (target-eager) to separate the graphs' share from the work's. Every decode line also
+says whether that step ran on a graph; the summary records it. --sync-check counts the host
+synchronisations inside every decode step instead of timing it cleanly (tests/device/ddtree_sync_check.py).
 
 Memory: sglang's own lines (tests/device/envelope_runs.parse_log): weights, mamba slots, the verify
 snapshots (intermediate ssm / conv), KV tokens, the running-request cap.
@@ -54,6 +54,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import ddtree_check  # noqa: E402  (the device scripts' server launcher)
+import ddtree_sync_check  # noqa: E402  (--sync-check)
 import envelope_runs  # noqa: E402  (sglang's own memory lines)
 
 RUN_NAMES = ("target", "target-eager", "dflash")
@@ -229,6 +230,9 @@ def measure(args, run, index, out):
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DDTREE_BUDGET"}
     env.update(HF_HUB_OFFLINE="1", SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1", **extra_env)
     res = {"run": run, "budget": budget_of(run), "launch_flags": flags, "env": extra_env}
+    sync_file = out / ("sync-check-%s.json" % run)
+    if args.sync_check:
+        env = ddtree_sync_check.server_env(env, sync_file)
     server = ddtree_check.Server(run, args.python, flags, env=env, port=args.port + index, out=out)
     try:
         res["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
@@ -240,6 +244,9 @@ def measure(args, run, index, out):
         log("%s FAILED: %s" % (run, exc))
     finally:
         server.stop()
+    if args.sync_check:
+        res["sync_check"] = ddtree_sync_check.summarize(ddtree_sync_check.read(sync_file))
+        log("%s sync check: %s" % (run, res["sync_check"]))
     res["memory"] = envelope_runs.parse_log(server.log_path.read_text(errors="replace"))
     res["log"] = server.log_path.name
     return res
@@ -284,6 +291,11 @@ def build_parser():
     p.add_argument("--deadline-s", type=float, default=500, help="start no run after this many seconds")
     p.add_argument("--free-gib", type=float, help="cut the card to this much free memory (gpu_holder.py)")
     p.add_argument("--apply-patchset", help="apply this patch set to the python's sglang first")
+    p.add_argument(
+        "--sync-check", action="store_true",
+        help="count the host synchronisations inside every decode step (tests/device/ddtree_sync_check.py; a "
+        "run's sync_check in cost.json): a correctness run, keep it apart from speed records",
+    )  # fmt: skip
     return p
 
 

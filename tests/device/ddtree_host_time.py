@@ -49,7 +49,8 @@ PARTS = (
         "sglang.srt.speculative.dflash_worker_v2",
         "DFlashWorkerV2._update_target_mamba_state_after_verify",
     ),
-    ("ddtree_after_draft", "sglang.srt.speculative.ddtree_worker", "ddtree_verify_step"),
+    # the worker calls the step by the name it imported: wrapped in the worker module, where that name lives
+    ("ddtree_after_draft", "sglang.srt.speculative.dflash_worker_v2", "ddtree_verify_step"),
     ("ddtree_draft_topk", "sglang.srt.speculative.ddtree_worker", "draft_topk"),
     ("ddtree_host_prefix", "sglang.srt.speculative.ddtree_worker", "host_prefix_bound"),
     ("ddtree_step_graph", "sglang.srt.speculative.ddtree_worker", "graphed_tree"),
@@ -138,7 +139,7 @@ class Probe:
         return timed
 
 
-def _resolve(module, path):
+def resolve(module, path):
     """(owner, attribute, value) of ``module``'s dotted ``path``, or None where the release lacks it."""
     try:
         owner = importlib.import_module(module)
@@ -158,7 +159,7 @@ def install(probe, step=STEP, parts=PARTS):
     plugin loaded twice, is left as it is; another plugin's wrapper, such as the accept-stats counter, is timed)."""
     wrapped = []
     for name, module, path in (("step", *step), *parts):
-        found = _resolve(module, path)
+        found = resolve(module, path)
         if found is None or getattr(found[2], "specdec_host_time", False):
             continue
         owner, attr, func = found
@@ -180,7 +181,5 @@ def read(path):
 
 
 def server_env(env, path):
-    """``env`` for a server timed into ``path``: ENV set, the plugin's dist-info and this folder first on PYTHONPATH
-    (nothing else changes; a server without it runs as deployed)."""
-    pythonpath = [PLUGIN_DIR, HERE, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    return dict(env, **{ENV: str(path), "PYTHONPATH": os.pathsep.join(pythonpath)})
+    """``env`` for a server timed into ``path`` (ddtree_accept_stats.plugin_env)."""
+    return ddtree_accept_stats.plugin_env(env, ENV, path)
