@@ -5,7 +5,8 @@
 
     ddtree_cost.py --python PY --target DIR --draft DIR --out DIR
                    [--runs target,dflash,ddtree16,ddtree32,ddtree64,target-eager] [--batches 1,8]
-                   [--tokens 160] [--warmup-steps 16] [--deadline-s 500] [--free-gib GIB] [--sync-check]
+                   [--tokens 160] [--warmup-steps 16] [--temperature 0] [--deadline-s 500] [--free-gib GIB]
+                   [--sync-check]
 
 Run on the device machine (tests/device/run-ddtree --cost): sglang 0.5.17 with ddtree-0.5.17 applied.
 The model dirs are config-only, Qwen3.6-27B's geometry (Qwen3_5ForConditionalGeneration) and its
@@ -194,11 +195,11 @@ def summarize(steps, batch, warmup):
     }
 
 
-def generate(server, prompts, tokens):
+def generate(server, prompts, tokens, temperature=0.0):
     def one(ids):
         payload = {
             "input_ids": ids,
-            "sampling_params": {"temperature": 0, "max_new_tokens": tokens, "ignore_eos": True},
+            "sampling_params": {"temperature": temperature, "max_new_tokens": tokens, "ignore_eos": True},
         }
         return ddtree_check.http_json(server.url + "/generate", payload, timeout=300)
 
@@ -214,7 +215,7 @@ def generate(server, prompts, tokens):
 def measure_batch(server, batch, args, rng):
     prompts = [random_prompt(rng, vocab_of(args.target)) for _ in range(batch)]
     offset = server.log_path.stat().st_size
-    client = generate(server, prompts, args.tokens)
+    client = generate(server, prompts, args.tokens, args.temperature)
     time.sleep(0.5)  # the last decode line
     with open(server.log_path, "rb") as handle:
         handle.seek(offset)
@@ -285,6 +286,10 @@ def build_parser():
     p.add_argument("--batches", default="1,8")
     p.add_argument("--tokens", type=int, default=160, help="new tokens per request (steps per sample)")
     p.add_argument("--warmup-steps", type=int, default=16, help="first steps at the batch size left out")
+    p.add_argument(
+        "--temperature", type=float, default=0.0,
+        help="every request's temperature (0: greedy; above 0 DDTREE verifies by tree speculative sampling)",
+    )  # fmt: skip
     p.add_argument("--mem", type=float, default=0.9, help="--mem-fraction-static")
     p.add_argument("--port", type=int, default=31600)
     p.add_argument("--ready-timeout", type=int, default=300)
@@ -320,7 +325,8 @@ def main(argv=None):
     t0 = time.monotonic()
     record = {
         "target": args.target, "draft": args.draft, "batches": args.batches, "tokens": args.tokens,
-        "warmup_steps": args.warmup_steps, "mem_fraction_static": args.mem, "free_gib": args.free_gib,
+        "warmup_steps": args.warmup_steps, "temperature": args.temperature, "mem_fraction_static": args.mem,
+        "free_gib": args.free_gib,
         "target_config": json.loads((pathlib.Path(args.target) / "config.json").read_text()),
         "draft_config": json.loads((pathlib.Path(args.draft) / "config.json").read_text()),
         "results": [],
