@@ -19,7 +19,8 @@ from ansible_collections.specdec.sglang.plugins.module_utils._plan import specul
 REPO = pathlib.Path(__file__).resolve().parents[5]
 TABLE_FILE = REPO / "roles/sglang_service/files/speculation-cost.json"
 TABLE = json.loads(TABLE_FILE.read_text())
-RECORD = REPO / "tests/device/records/2026-12-05-h200-ddtree-tree-graph-cost"
+RECORD_PATH = "tests/device/records/2026-12-06-h200-ddtree-level2-cost"
+RECORD = REPO / RECORD_PATH
 SUMMARY = json.loads((RECORD / "cost-summary.json").read_text())
 
 
@@ -38,12 +39,14 @@ def test_the_shipped_table_is_what_the_generator_makes_from_the_record():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (entry,) = TABLE["gpu_classes"]
-    assert entry["record"] == "tests/device/records/2026-12-05-h200-ddtree-tree-graph-cost"
+    assert entry["record"] == RECORD_PATH
     assert (REPO / entry["record"] / "RECORD.yml").is_file()
     assert entry["gpu_name"] == "NVIDIA H200" and entry["compute_capability"] == "9.0"
 
 
-@pytest.mark.parametrize(("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16)])
+@pytest.mark.parametrize(
+    ("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16), ("ddtree32", "DDTREE", 32)]
+)
 def test_break_even_is_the_recorded_step_over_the_graphed_target_step(run, algorithm, budget):
     verdict = sc.speculation_verdict(
         TABLE, gpu_names=["NVIDIA H200"], algorithm=algorithm, block_size=16, budget=budget, accept_length=None
@@ -53,10 +56,12 @@ def test_break_even_is_the_recorded_step_over_the_graphed_target_step(run, algor
         assert verdict["break_even_by_batch"][str(batch)] == pytest.approx(step / target, abs=1e-3)
     assert verdict["break_even"] == verdict["break_even_by_batch"]["1"]
     assert verdict["verdict"] == sc.UNKNOWN and verdict["reason"] == "the probe measured no accept length"
-    assert verdict["record"] == "tests/device/records/2026-12-05-h200-ddtree-tree-graph-cost"
+    assert verdict["record"] == RECORD_PATH
 
 
-@pytest.mark.parametrize(("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16)])
+@pytest.mark.parametrize(
+    ("run", "algorithm", "budget"), [("dflash", "DFLASH", 0), ("ddtree16", "DDTREE", 16), ("ddtree32", "DDTREE", 32)]
+)
 def test_an_accept_length_above_the_break_even_pays_and_at_or_below_does_not(run, algorithm, budget):
     step, target = _recorded(run, 1)
     tau_star = round(step / target, 3)
@@ -69,18 +74,19 @@ def test_an_accept_length_above_the_break_even_pays_and_at_or_below_does_not(run
         assert below["verdict"] == sc.DOES_NOT_PAY, below
 
 
-def test_the_tiny_pairs_ddtree_accept_length_is_above_the_graphed_n16_break_even_and_n32_is_unmeasured():
+def test_the_tiny_pairs_ddtree_accept_length_is_above_the_n16_and_n32_break_evens_and_n64_is_unknown():
     # 3.24: DDTREE N=16 on the trained tiny pair (tests/device/records/2026-12-02-h200-hybrid-trained).
-    # On graphs the H200's N=16 break-even is below it (the eager set's was above 4); N=32 was not measured with
-    # the tree builder on a CUDA graph (the set's default), so the deploy says unknown for it.
-    step, target = _recorded("ddtree16", 1)
-    assert step / target < 3.24  # on graphs; the eager record (2026-12-02) had 4.29 (docs/ddtree-cost.md)
+    # At the set's defaults the H200's N=16 and N=32 break-evens are below it (the eager set's were above 4);
+    # N=64 did not start at the 27B geometry (no step cost), so the deploy says unknown for it.
     common = dict(gpu_names=["NVIDIA H200"], algorithm="ddtree", block_size=16, accept_length=3.24)
-    verdict = sc.speculation_verdict(TABLE, budget=16, **common)
-    assert verdict["verdict"] == sc.PAYS
-    assert verdict["algorithm"] == "DDTREE" and verdict["budget"] == 16
-    n32 = sc.speculation_verdict(TABLE, budget=32, **common)
-    assert n32["verdict"] == sc.UNKNOWN and "no step cost recorded for DDTREE B=16 N=32" in n32["reason"]
+    for run, budget in (("ddtree16", 16), ("ddtree32", 32)):
+        step, target = _recorded(run, 1)
+        assert step / target < 3.24  # on graphs; the eager record (2026-12-02) had 4.29 at N=16 (docs/ddtree-cost.md)
+        verdict = sc.speculation_verdict(TABLE, budget=budget, **common)
+        assert verdict["verdict"] == sc.PAYS
+        assert verdict["algorithm"] == "DDTREE" and verdict["budget"] == budget
+    n64 = sc.speculation_verdict(TABLE, budget=64, **common)
+    assert n64["verdict"] == sc.UNKNOWN and "no step cost recorded for DDTREE B=16 N=64" in n64["reason"]
 
 
 def test_a_gpu_class_without_a_record_is_unknown_naming_what_is_recorded():
@@ -104,14 +110,20 @@ def test_the_gpu_name_matches_whatever_its_case_and_spacing():
     assert verdict["gpu_class"] == "nvidia h200" and verdict["verdict"] == sc.PAYS
 
 
-def test_the_default_budget_is_two_blocks_and_unrecorded_budgets_are_unknown():
-    # sglang_service_ddtree_budget 0 -> N = 2 x 16 = 32: no step cost of N=32 in the H200's record yet.
+def test_the_default_budget_is_two_blocks_judged_by_its_own_row_and_unrecorded_budgets_are_unknown():
+    # sglang_service_ddtree_budget 0 -> N = 2 x 16 = 32, whose step the H200's record measured.
     verdict = sc.speculation_verdict(
-        TABLE, gpu_names=["NVIDIA H200"], algorithm="DDTREE", block_size=16, budget=0, accept_length=9.0
+        TABLE, gpu_names=["NVIDIA H200"], algorithm="DDTREE", block_size=16, budget=0, accept_length=1.0
     )
-    assert verdict["budget"] == 32 and verdict["verdict"] == sc.UNKNOWN
-    assert "no step cost recorded for DDTREE B=16 N=32 on NVIDIA H200" in verdict["reason"]
-    assert "DDTREE B=16 N=16" in verdict["reason"] and "DFLASH B=16" in verdict["reason"]
+    step, target = _recorded("ddtree32", 1)
+    assert verdict["budget"] == 32 and verdict["verdict"] == sc.DOES_NOT_PAY
+    assert verdict["break_even"] == pytest.approx(step / target, abs=1e-3)
+    unrecorded = sc.speculation_verdict(
+        TABLE, gpu_names=["NVIDIA H200"], algorithm="DDTREE", block_size=16, budget=48, accept_length=9.0
+    )
+    assert unrecorded["verdict"] == sc.UNKNOWN
+    assert "no step cost recorded for DDTREE B=16 N=48 on NVIDIA H200" in unrecorded["reason"]
+    assert "DDTREE B=16 N=16" in unrecorded["reason"] and "DFLASH B=16" in unrecorded["reason"]
     other_block = sc.speculation_verdict(
         TABLE, gpu_names=["NVIDIA H200"], algorithm="DFLASH", block_size=8, accept_length=9.0
     )
@@ -155,7 +167,7 @@ def test_the_summary_line_names_verdict_mode_gpu_and_record():
     )
     line = sc.verdict_line(verdict)
     assert line.startswith("speculation: pays (DDTREE B=16 N=16 on nvidia h200: accept length 5.00 > break-even")
-    assert line.endswith("; record tests/device/records/2026-12-05-h200-ddtree-tree-graph-cost)")
+    assert line.endswith("; record %s)" % RECORD_PATH)
     assert sc.verdict_line(None) == "speculation: unknown (no verdict computed)"
 
 
