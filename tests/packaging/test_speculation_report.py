@@ -38,7 +38,8 @@ def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_pat
         "h200_pays": ("NVIDIA H200", "DDTREE", 16, tau_star + 0.3),
         "h200_does_not_pay": ("NVIDIA H200", "DDTREE", 16, tau_star - 0.3),
         # the trained tiny pair's DDTREE N=16 accept length (2026-12-05-h200-ddtree-e2e), at a budget with no record
-        "h200_n32": ("NVIDIA H200", "DDTREE", 32, 3.99),
+        # (N=64 did not start at the 27B geometry: 2026-12-06-h200-ddtree-level2-cost)
+        "h200_n64": ("NVIDIA H200", "DDTREE", 64, 3.99),
         "h200_default_budget": ("NVIDIA H200", "DDTREE", 0, 9.0),
         "rtx_pro_6000": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "DFLASH", 0, 3.0),
     }
@@ -100,9 +101,11 @@ def test_the_roles_speculation_task_gives_the_verdict_per_gpu_and_budget(tmp_pat
     assert got["h200_pays"]["summary"].startswith("speculation: pays (DDTREE B=16 N=16 on nvidia h200")
     assert got["h200_does_not_pay"]["verdict"] == "does not pay"
     assert got["h200_does_not_pay"]["accept_length"] == pytest.approx(tau_star - 0.3)
-    assert got["h200_n32"]["verdict"] == "unknown" and got["h200_n32"]["budget"] == 32
-    assert "no step cost recorded for DDTREE B=16 N=32" in got["h200_n32"]["reason"]
-    assert got["h200_default_budget"]["verdict"] == "unknown" and got["h200_default_budget"]["budget"] == 32
+    assert got["h200_n64"]["verdict"] == "unknown" and got["h200_n64"]["budget"] == 64
+    assert "no step cost recorded for DDTREE B=16 N=64" in got["h200_n64"]["reason"]
+    # the default budget (0) is the set's 2 x B = 32, judged by its own recorded row
+    assert got["h200_default_budget"]["verdict"] == "pays" and got["h200_default_budget"]["budget"] == 32
+    assert got["h200_default_budget"]["break_even"] == _break_even("DDTREE", 32)
     assert got["rtx_pro_6000"]["verdict"] == "unknown"
     assert "no step-cost record for GPU class" in got["rtx_pro_6000"]["reason"]
 
