@@ -84,8 +84,13 @@ def read_json(path):
 
 
 def read(path):
+    return read_or(path, empty)
+
+
+def read_or(path, empty_stats):
+    """A plugin's totals from ``path``, or ``empty_stats()`` where there are none yet."""
     found = read_json(path)
-    return empty() if found is None else found
+    return empty_stats() if found is None else found
 
 
 def write(path, stats):

@@ -154,18 +154,28 @@ def resolve(module, path):
     return None if value is None else (owner, attr, value)
 
 
+def wrap_each(targets, marker, wrap):
+    """Replace each (name, module, attribute path) of ``targets`` that the release has with ``wrap(name, func)``,
+    skipping one whose value carries ``marker`` (this probe's own wrapper); returns the names wrapped."""
+    wrapped = []
+    for name, module, path in targets:
+        found = resolve(module, path)
+        if found is None or getattr(found[2], marker, False):
+            continue
+        owner, attr, func = found
+        setattr(owner, attr, wrap(name, func))
+        wrapped.append(name)
+    return wrapped
+
+
 def install(probe, step=STEP, parts=PARTS):
     """Wrap the step and every part a release has; returns the names wrapped (one this probe wrapped already, e.g. a
     plugin loaded twice, is left as it is; another plugin's wrapper, such as the accept-stats counter, is timed)."""
-    wrapped = []
-    for name, module, path in (("step", *step), *parts):
-        found = resolve(module, path)
-        if found is None or getattr(found[2], "specdec_host_time", False):
-            continue
-        owner, attr, func = found
-        setattr(owner, attr, probe.step(func) if name == "step" else probe.part(name, func))
-        wrapped.append(name)
-    return wrapped
+    return wrap_each(
+        (("step", *step), *parts),
+        "specdec_host_time",
+        lambda name, func: probe.step(func) if name == "step" else probe.part(name, func),
+    )
 
 
 def sglang_plugin():
@@ -176,8 +186,7 @@ def sglang_plugin():
 
 
 def read(path):
-    found = ddtree_accept_stats.read_json(path)
-    return empty() if found is None else found
+    return ddtree_accept_stats.read_or(path, empty)
 
 
 def server_env(env, path):

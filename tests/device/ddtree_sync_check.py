@@ -135,15 +135,20 @@ class Probe:
 def install(probe, step=STEP, part=PART):
     """Wrap the step and DDTREE's part where the release has them; returns the names wrapped (a second install
     wraps nothing again)."""
-    wrapped = []
-    for name, (module, path) in (("step", step), ("ddtree_part", part)):
-        found = ddtree_host_time.resolve(module, path)
-        if found is None or getattr(found[2], "specdec_sync_check", False):
-            continue
-        owner, attr, func = found
-        setattr(owner, attr, probe.step(func) if name == "step" else probe.part(func))
-        wrapped.append(name)
-    return wrapped
+    return ddtree_host_time.wrap_each(
+        (("step", *step), ("ddtree_part", *part)),
+        "specdec_sync_check",
+        lambda name, func: probe.step(func) if name == "step" else probe.part(func),
+    )
+
+
+def read(path):
+    return ddtree_accept_stats.read_or(path, empty)
+
+
+def server_env(env, path):
+    """``env`` for a server checked into ``path`` (ddtree_accept_stats.plugin_env)."""
+    return ddtree_accept_stats.plugin_env(env, ENV, path)
 
 
 def sglang_plugin():
@@ -151,13 +156,3 @@ def sglang_plugin():
     path = os.environ.get(ENV)
     if path:
         install(Probe(path))
-
-
-def read(path):
-    found = ddtree_accept_stats.read_json(path)
-    return empty() if found is None else found
-
-
-def server_env(env, path):
-    """``env`` for a server checked into ``path`` (ddtree_accept_stats.plugin_env)."""
-    return ddtree_accept_stats.plugin_env(env, ENV, path)
