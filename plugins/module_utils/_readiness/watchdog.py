@@ -6,7 +6,8 @@ One run (``run_once``): the unit and a real generation are judged by ``readiness
 same state machine as the deploy, its ``startup_timeout`` the watch timeout), with the accept-length
 floor as ``min_accept_length``. Verdicts: ``ok``, ``stopped`` (the unit was stopped cleanly, or is down
 and disabled - a failed first deploy, ``stop.yml -e sglang_stop_disable=true``: nothing to do),
-``deploying`` (a deploy runs: not judged), or a failure class (``wedged``, ``died_while_serving``,
+``deploying`` (a deploy runs: not judged), ``restarted`` (someone restarted the unit while the probe ran: not
+judged, the next run judges the new start), or a failure class (``wedged``, ``died_while_serving``,
 ``restart_loop``, ``low_acceptance``, ``probe_failed``, ``timeout``, ``port_in_use``, ...). A failure
 is written to the journal (stdout of the oneshot unit, priority ``<3>``) with its class, reason and
 hint, and, for a process that died, the class of what killed it (``cause=``, e.g.
@@ -21,7 +22,7 @@ Run by the timer's service, or by hand (the role installs ``/usr/local/bin/<unit
     PYTHONPATH=<lib> python3 -m ansible_collections.specdec.sglang.plugins.module_utils._readiness.watchdog \
         --config /etc/sglang/sglang-watch.json [--action report|restart]
 
-Exit status: 0 ok / stopped, 1 a failure, 2 bad configuration.
+Exit status: 0 ok / stopped / deploying / restarted, 1 a failure, 2 bad configuration.
 
 Side effects (HTTP, systemctl, files, clock) are injected into ``run_once``; the unit tests fake them.
 Stdlib only (Python >= 3.9): this runs on the target host.
@@ -47,7 +48,9 @@ from ansible_collections.specdec.sglang.plugins.module_utils._readiness.unit_sta
 
 ACTIONS = ("report", "restart")
 # Every verdict the textfile's one-hot sglang_watch_verdict may carry (a class not listed is "other").
-VERDICTS = ("ok", "stopped", "deploying", "other", *failure_classifier.classes())
+VERDICTS = ("ok", "stopped", "deploying", "restarted", "other", *failure_classifier.classes())
+# Verdicts on a unit the watchdog did not judge (exit status 0, no action, no failure counted).
+NOT_JUDGED = ("stopped", "deploying", "restarted")
 DEFAULTS = {
     "unit": "sglang.service",
     "base_url": "http://127.0.0.1:30000",
@@ -261,6 +264,35 @@ def _stopped_on_purpose(unit, io):
     return False
 
 
+def _restarted_by_hand(before, after):
+    """The unit runs a new invocation that systemd's Restart= did not start (NRestarts unchanged): someone ran
+    ``systemctl restart`` (an operator, a deploy of another replica) while the probe was in flight."""
+    return bool(
+        before.invocation_id
+        and after.invocation_id
+        and after.invocation_id != before.invocation_id
+        and after.n_restarts == before.n_restarts
+        and not after.dead
+    )
+
+
+def _not_the_servers_failure(unit, before, io):
+    """(verdict, reason) when a failed probe is not the server's failure, or None. The unit's state is read again
+    after the probe: stopped on purpose meanwhile (`systemctl stop`, which a restart would undo), or restarted by
+    hand (a new invocation: the probe met the old process's end or the new one's start, which a second restart
+    would cut short; the next run judges it)."""
+    if _stopped_on_purpose(unit, io):
+        return "stopped", "the unit was stopped cleanly while the watchdog probed it: nothing to watch"
+    after = read_unit_state(unit, io.run_command)
+    if _restarted_by_hand(before, after):
+        return "restarted", (
+            "the unit was restarted while the watchdog probed it (invocation %s -> %s, NRestarts %d unchanged): "
+            "not judged, the next run judges the new start"
+            % (before.invocation_id, after.invocation_id, after.n_restarts)
+        )
+    return None
+
+
 def run_once(config, io):
     """One watchdog run. ``io`` holds the side effects: run_command(argv) -> (rc, out, err), open_url,
     read(path), readlink(path), mtime(path), write(path, text, mode), clock(), sleep(s), time(), port_check,
@@ -281,6 +313,7 @@ def run_once(config, io):
     if _stopped_on_purpose(unit, io):
         verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
     else:
+        before = read_unit_state(unit, io.run_command)
         prober = Prober(
             config["base_url"],
             io.open_url,
@@ -307,14 +340,14 @@ def run_once(config, io):
             port_check=io.port_check,
         )
         verdict = summarise(readiness.run(), release_id, _time_to_ready(config, io.read), now)
-        if not verdict["ok"] and _stopped_on_purpose(unit, io):
-            # `systemctl stop` while the probe ran: the probe failed because an operator (or stop.yml) stopped the
-            # unit, which a restart would undo. Judged on the unit's state after the probe, as before it.
+        spared = None if verdict["ok"] else _not_the_servers_failure(unit, before, io)
+        if spared:
             verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
-            verdict["reason"] = "the unit was stopped cleanly while the watchdog probed it: nothing to watch"
+            verdict["verdict"], verdict["reason"] = spared
+            io.log("<5>sglang-watch: %s %s" % (unit, verdict["reason"]))
     verdict["restarts_total"] = int(state.get("restarts_total", 0))
     verdict["action_taken"] = "none"
-    if not verdict["ok"] and verdict["verdict"] != "stopped":
+    if not verdict["ok"] and verdict["verdict"] not in NOT_JUDGED:
         cause = verdict.get("cause_class") or verdict["verdict"]
         counts = state.setdefault("failures_by_cause", {})
         counts[cause] = int(counts.get(cause, 0)) + 1
@@ -442,7 +475,7 @@ def main(argv=None, io=None):
     if args.action:
         config["action"] = args.action
     verdict = run_once(config, io)
-    return 0 if verdict["ok"] or verdict["verdict"] == "stopped" else 1
+    return 0 if verdict["ok"] or verdict["verdict"] in NOT_JUDGED else 1
 
 
 if __name__ == "__main__":

@@ -345,3 +345,53 @@ def test_a_server_that_dies_while_its_unit_stays_up_is_still_restarted():
     verdict = watchdog.run_once(config(action="restart"), host)
     assert verdict["ok"] is False and verdict["verdict"] != "stopped", verdict
     assert ["systemctl", "restart", "sglang.service"] in host.commands
+
+
+class RestartedMidProbeHost(FakeHost):
+    """An operator runs `systemctl restart` while the watchdog's probe is in flight: the generation finds the old
+    process gone, and the unit reads running again as a new invocation that systemd's Restart= did not make."""
+
+    def __init__(self, n_restarts_after=0, **kwargs):
+        super().__init__(**kwargs)
+        self.n_restarts_after = n_restarts_after
+
+    def open_url(self, url, data=None, headers=None, method=None, timeout=None, **kwargs):
+        if url.endswith("/generate"):
+            self.show = (
+                RUNNING.replace("InvocationID=abc", "InvocationID=def")
+                .replace("MainPID=4242", "MainPID=4343")
+                .replace("NRestarts=0", "NRestarts=%d" % self.n_restarts_after)
+            )
+            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+        return super().open_url(url, data=data, headers=headers, method=method, timeout=timeout, **kwargs)
+
+
+def test_a_unit_restarted_by_hand_while_the_probe_runs_is_not_judged_or_restarted_again():
+    """The gap the stop fix left: a `systemctl restart` during a run drew a second restart from the watchdog,
+    cutting the new start short."""
+    host = RestartedMidProbeHost()
+    verdict = watchdog.run_once(config(action="restart"), host)
+    assert verdict["verdict"] == "restarted" and verdict["action_taken"] == "none", verdict
+    assert "invocation abc -> def" in verdict["reason"]
+    assert not any(c[:2] in (["systemctl", "restart"], ["systemctl", "reset-failed"]) for c in host.commands)
+    assert not any(line.startswith("<3>") for line in host.lines), host.lines
+    assert json.loads(host.files["/var/lib/sglang-watch/state.json"]).get("failures_by_cause", {}) == {}
+    fresh = RestartedMidProbeHost()  # run by the timer: not judged is not a failed oneshot
+    fresh.files["/etc/sglang/sglang-watch.json"] = json.dumps(
+        {
+            "action": "restart",
+            "api_key_file": "/etc/sglang/sglang.yaml",
+            "timeout_s": 4,
+            "probe_timeout_s": 0.5,
+            "current_link": "/opt/sglang/current",
+        }
+    )
+    assert watchdog.main(["--config", "/etc/sglang/sglang-watch.json"], io=fresh) == 0
+
+
+def test_a_restart_systemd_made_after_a_crash_during_the_probe_is_still_judged():
+    """A new invocation with NRestarts grown is systemd's Restart= after the process died: a failure, counted."""
+    host = RestartedMidProbeHost(n_restarts_after=1)
+    verdict = watchdog.run_once(config(action="report"), host)
+    assert verdict["ok"] is False and verdict["verdict"] not in watchdog.NOT_JUDGED, verdict
+    assert any(line.startswith("<3>") for line in host.lines), host.lines
