@@ -34,6 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLUGIN_DIR = os.path.join(HERE, "sglang_plugin")
 WRITE_EVERY = 32
 STEP = ("sglang.srt.speculative.dflash_worker_v2", "DFlashWorkerV2.forward_batch_generation")
+# DDTREE's part of a step: the worker calls it by the name it imported, so it is wrapped where that name lives
+DDTREE_STEP = ("sglang.srt.speculative.dflash_worker_v2", "ddtree_verify_step")
 # (name, module, attribute path) of the parts timed inside a decode step; a part a release lacks is skipped.
 PARTS = (
     ("model_forward", "sglang.srt.model_executor.model_runner", "ModelRunner.forward"),  # the draft's and the target's
@@ -49,8 +51,7 @@ PARTS = (
         "sglang.srt.speculative.dflash_worker_v2",
         "DFlashWorkerV2._update_target_mamba_state_after_verify",
     ),
-    # the worker calls the step by the name it imported: wrapped in the worker module, where that name lives
-    ("ddtree_after_draft", "sglang.srt.speculative.dflash_worker_v2", "ddtree_verify_step"),
+    ("ddtree_after_draft", *DDTREE_STEP),
     ("ddtree_draft_topk", "sglang.srt.speculative.ddtree_worker", "draft_topk"),
     ("ddtree_host_prefix", "sglang.srt.speculative.ddtree_worker", "host_prefix_bound"),
     ("ddtree_step_graph", "sglang.srt.speculative.ddtree_worker", "graphed_tree"),

@@ -33,8 +33,7 @@ import ddtree_host_time  # tests/device: how a decode step is found and a part r
 ENV = "SPECDEC_SYNC_CHECK"
 WRITE_EVERY = 16
 STEP = ddtree_host_time.STEP
-# the worker calls DDTREE's step by the name it imported: wrapped where that name lives
-PART = ("sglang.srt.speculative.dflash_worker_v2", "ddtree_verify_step")
+PART = ddtree_host_time.DDTREE_STEP
 # torch's warning text for a synchronising call under set_sync_debug_mode("warn")
 SYNC_WARNING = "called a synchronizing CUDA operation"
 

@@ -252,14 +252,13 @@ def _time_to_ready(config, read):
     return value if isinstance(value, (int, float)) else None
 
 
-def _stopped_on_purpose(unit, io):
+def _stopped_on_purpose(unit_state, io):
     """The unit is down because someone meant it: stopped cleanly (inactive, Result=success), or down and disabled
     (a deploy that could not serve, or an operator, stopped it on purpose). Neither is the watchdog's to restart."""
-    unit_state = read_unit_state(unit, io.run_command)
     if unit_state.active_state == "inactive" and unit_state.result in ("success", ""):
         return True
     if unit_state.dead:
-        _rc, out, _err = io.run_command(["systemctl", "is-enabled", unit])
+        _rc, out, _err = io.run_command(["systemctl", "is-enabled", unit_state.unit])
         return out.strip() not in ("enabled", "enabled-runtime")
     return False
 
@@ -281,9 +280,9 @@ def _not_the_servers_failure(unit, before, io):
     after the probe: stopped on purpose meanwhile (`systemctl stop`, which a restart would undo), or restarted by
     hand (a new invocation: the probe met the old process's end or the new one's start, which a second restart
     would cut short; the next run judges it)."""
-    if _stopped_on_purpose(unit, io):
-        return "stopped", "the unit was stopped cleanly while the watchdog probed it: nothing to watch"
     after = read_unit_state(unit, io.run_command)
+    if _stopped_on_purpose(after, io):
+        return "stopped", "the unit was stopped cleanly while the watchdog probed it: nothing to watch"
     if _restarted_by_hand(before, after):
         return "restarted", (
             "the unit was restarted while the watchdog probed it (invocation %s -> %s, NRestarts %d unchanged): "
@@ -310,10 +309,10 @@ def run_once(config, io):
         verdict.update(verdict="deploying", reason="a deploy has been running for %.0f s: not judged" % deploy_age)
         io.log("<6>sglang-watch: %s %s" % (unit, verdict["reason"]))
         return _finish(config, io, state, verdict)
-    if _stopped_on_purpose(unit, io):
+    before = read_unit_state(unit, io.run_command)
+    if _stopped_on_purpose(before, io):
         verdict = summarise(None, release_id, _time_to_ready(config, io.read), now)
     else:
-        before = read_unit_state(unit, io.run_command)
         prober = Prober(
             config["base_url"],
             io.open_url,

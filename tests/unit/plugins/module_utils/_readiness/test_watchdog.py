@@ -326,6 +326,12 @@ class StoppedMidProbeHost(FakeHost):
         return super().open_url(url, data=data, headers=headers, method=method, timeout=timeout, **kwargs)
 
 
+def assert_left_alone(host):
+    """The run neither restarted the unit (nor cleared its failed state) nor logged a failure."""
+    assert not any(c[:2] in (["systemctl", "restart"], ["systemctl", "reset-failed"]) for c in host.commands)
+    assert not any(line.startswith("<3>") for line in host.lines), host.lines
+
+
 def test_a_unit_stopped_while_the_probe_runs_is_not_restarted():
     """The field's race (molecule gateway, 2026-12-06): `systemctl stop` during a watchdog run was judged a dead
     server and restarted within the second, undoing the operator's stop."""
@@ -333,8 +339,7 @@ def test_a_unit_stopped_while_the_probe_runs_is_not_restarted():
     verdict = watchdog.run_once(config(action="restart"), host)
     assert verdict["verdict"] == "stopped" and verdict["action_taken"] == "none", verdict
     assert "while the watchdog probed it" in verdict["reason"]
-    assert not any(c[:2] in (["systemctl", "restart"], ["systemctl", "reset-failed"]) for c in host.commands)
-    assert not any(line.startswith("<3>") for line in host.lines), host.lines
+    assert_left_alone(host)
 
 
 def test_a_server_that_dies_while_its_unit_stays_up_is_still_restarted():
@@ -373,8 +378,7 @@ def test_a_unit_restarted_by_hand_while_the_probe_runs_is_not_judged_or_restarte
     verdict = watchdog.run_once(config(action="restart"), host)
     assert verdict["verdict"] == "restarted" and verdict["action_taken"] == "none", verdict
     assert "invocation abc -> def" in verdict["reason"]
-    assert not any(c[:2] in (["systemctl", "restart"], ["systemctl", "reset-failed"]) for c in host.commands)
-    assert not any(line.startswith("<3>") for line in host.lines), host.lines
+    assert_left_alone(host)
     assert json.loads(host.files["/var/lib/sglang-watch/state.json"]).get("failures_by_cause", {}) == {}
     fresh = RestartedMidProbeHost()  # run by the timer: not judged is not a failed oneshot
     fresh.files["/etc/sglang/sglang-watch.json"] = json.dumps(
