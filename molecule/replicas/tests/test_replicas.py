@@ -218,40 +218,13 @@ def test_zz_a_rolling_restart_of_all_four_loses_no_request(host, key):
     assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
 
 
-def test_zz_b_a_deploy_through_the_gateway_restarts_all_four_and_loses_no_request(host, key):
-    """playbooks/deploy.yml with sglang_service_gateways and a changed environment (every replica restarts) while 3
-    clients stream through the gateway: each replica leaves the gateway, drains, restarts, serves, comes back."""
-    if host.backend.get_hostname() == WORKER:
-        return
-    gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
-    before = _pids(gateway, worker)
-    with Streams(gateway, key, _model(gateway, key)) as streams:
-        time.sleep(3)
-        rc, out = _deploy(dict(LAB_ENV, SPECDEC_LAB_DEPLOY="through-the-gateway"))
-        time.sleep(2)
-    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-    warnings.warn(f"deploy of 4 replicas through the gateway: {counts}", stacklevel=1)
-    assert rc == 0, out[-6000:]
-    assert streams.failures == [], streams.failures[:3]
-    assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
-    after = _pids(gateway, worker)
-    assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
-    for lab in (gateway, worker):
-        for name in REPLICAS:
-            assert "SPECDEC_LAB_DEPLOY=through-the-gateway" in _environ(lab, f"sglang-{name}"), name
-    flat = " ".join(out.split())
-    assert "Take this replica out of every gateway" in flat and "back into every gateway now that it serves" in flat
-    workers = _workers(gateway, key)
-    assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
-
-
-def test_zz_c_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_and_that_one_out(host, key):
+def test_zz_b_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_and_that_one_out(host, key):
     """The same deploy where lab2's sglang-b crashes on start: the environment asks every replica to crash, and a
     systemd drop-in on the other three reads a later environment file that takes the fault back (EnvironmentFile
     order), so only lab2's sglang-b fails - its last good files (restored by the rollback) have no fault. lab2's
     replicas roll back (sglang-a drained first and back after its rollback serves); sglang-b stays out of the
     gateway; the deploy fails with the diagnosis; clients through the gateway see no failure (every replica left
-    the gateway and drained before it was stopped). Then a clean deploy puts the fleet back as converge left it."""
+    the gateway and drained before it was stopped). The next check's deploy puts sglang-b back."""
     if host.backend.get_hostname() == WORKER:
         return
     gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
@@ -294,10 +267,37 @@ def test_zz_c_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_a
         for lab, unit in spared:
             lab.run(f"rm -rf /etc/systemd/system/{unit}.service.d /etc/sglang/test-no-fault.env")
             lab.run("systemctl daemon-reload")
-        rc, out = _deploy(LAB_ENV)  # the fleet as converge left it: every replica serving and in the gateway
+
+
+def test_zz_c_a_deploy_through_the_gateway_restarts_all_four_loses_no_request_and_puts_the_left_out_one_back(host, key):
+    """playbooks/deploy.yml with sglang_service_gateways and a changed environment (every replica restarts) while 3
+    clients stream through the gateway: each replica leaves the gateway, drains, restarts, serves, comes back; and
+    lab2's sglang-b, which the failed deploy before left out of the gateway (rolled back, serving), goes back in."""
+    if host.backend.get_hostname() == WORKER:
+        return
+    gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
+    left_out = f"http://{_address(worker)}:{REPLICAS['b']}"
+    assert left_out not in _workers(gateway, key)  # as the failed deploy left it
+    before = _pids(gateway, worker)
+    with Streams(gateway, key, _model(gateway, key)) as streams:
+        time.sleep(3)
+        rc, out = _deploy(dict(LAB_ENV, SPECDEC_LAB_DEPLOY="through-the-gateway"))
+        time.sleep(2)
+    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
+    warnings.warn(f"deploy of 4 replicas through the gateway: {counts}", stacklevel=1)
     assert rc == 0, out[-6000:]
+    assert streams.failures == [], streams.failures[:3]
+    assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+    after = _pids(gateway, worker)
+    assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
+    for lab in (gateway, worker):
+        for name in REPLICAS:
+            assert "SPECDEC_LAB_DEPLOY=through-the-gateway" in _environ(lab, f"sglang-{name}"), name
+    flat = " ".join(out.split())
+    assert "Take this replica out of every gateway" in flat and "back into every gateway now that it serves" in flat
     workers = _workers(gateway, key)
-    assert len(workers) == 4 and all(w["is_healthy"] for w in workers.values()), workers
+    assert left_out in workers and len(workers) == 4, workers
+    assert all(w["is_healthy"] for w in workers.values()), workers
 
 
 def test_zz_d_stop_takes_each_replica_out_of_the_gateway_first_and_a_deploy_puts_them_back(host, key):
