@@ -107,6 +107,24 @@ class Streams:
         self.requests, self.tokens, self.failures = seen["requests"], seen["tokens"], seen["failures"]
 
 
+def _while_streaming(gateway, key, what, run, settle=2):
+    """``run()`` (a playbook: rc, output) while CLIENTS clients stream through the gateway, from 3 s before it to
+    ``settle`` s after: (rc, output, the streams). What the clients saw is a warning in the log, named ``what``."""
+    with Streams(gateway, key, _model(gateway, key)) as streams:
+        time.sleep(3)
+        rc, out = run()
+        time.sleep(settle)
+    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
+    warnings.warn(f"{what}: {counts}", stacklevel=2)
+    return rc, out, streams
+
+
+def _assert_none_lost(streams, least=10):
+    """Every request the clients sent came back whole, and there were at least ``least``."""
+    assert streams.failures == [], streams.failures[:3]
+    assert streams.requests >= least and streams.tokens == streams.requests * MAX_TOKENS
+
+
 def _playbook(name, extra_vars, timeout=600, limit=None):
     """playbooks/<name> as its own ansible-playbook process over this scenario's inventory: (rc, output)."""
     argv = [
@@ -202,15 +220,14 @@ def test_zz_a_rolling_restart_of_all_four_loses_no_request(host, key):
         return
     gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
     before = _pids(gateway, worker)
-    with Streams(gateway, key, _model(gateway, key)) as streams:
-        time.sleep(3)
-        rc, out = _roll({"sglang_deploy_min_serving": 2})
-        time.sleep(2)
-    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-    warnings.warn(f"rolling restart of 4 replicas through the gateway: {counts}", stacklevel=1)
+    rc, out, streams = _while_streaming(
+        gateway,
+        key,
+        "rolling restart of 4 replicas through the gateway",
+        lambda: _roll({"sglang_deploy_min_serving": 2}),
+    )
     assert rc == 0, out[-6000:]
-    assert streams.failures == [], streams.failures[:3]
-    assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+    _assert_none_lost(streams)
     after = _pids(gateway, worker)
     assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
     assert out.count("back in the gateway") >= 4, out[-4000:]
@@ -239,12 +256,12 @@ def test_zz_b_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_a
         )
     try:
         before = _pids(gateway, worker)
-        with Streams(gateway, key, _model(gateway, key)) as streams:
-            time.sleep(3)
-            rc, out = _deploy(dict(LAB_ENV, SGLANG_SIM_FAULT="crash_on_start"))
-            time.sleep(2)
-        counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-        warnings.warn(f"deploy through the gateway with lab2's sglang-b failing readiness: {counts}", stacklevel=1)
+        rc, out, streams = _while_streaming(
+            gateway,
+            key,
+            "deploy through the gateway with lab2's sglang-b failing readiness",
+            lambda: _deploy(dict(LAB_ENV, SGLANG_SIM_FAULT="crash_on_start")),
+        )
         assert rc != 0, out[-6000:]
         flat = " ".join(out.split())
         assert f"{WORKER}: 2 replica(s), FAILED: b" in flat, flat[-6000:]
@@ -254,8 +271,7 @@ def test_zz_b_a_deploy_with_one_replica_failing_readiness_leaves_three_serving_a
         workers = _workers(gateway, key)
         assert failing not in workers, workers
         assert len(workers) == 3 and all(w["is_healthy"] for w in workers.values()), workers
-        assert streams.failures == [], streams.failures[:3]
-        assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+        _assert_none_lost(streams)
         after = _pids(gateway, worker)
         # lab1's replicas switched, lab2's rolled back: every one restarted
         assert all(after[k] and after[k] != before[k] for k in before), (before, after)
@@ -279,15 +295,14 @@ def test_zz_c_a_deploy_through_the_gateway_restarts_all_four_loses_no_request_an
     left_out = f"http://{_address(worker)}:{REPLICAS['b']}"
     assert left_out not in _workers(gateway, key)  # as the failed deploy left it
     before = _pids(gateway, worker)
-    with Streams(gateway, key, _model(gateway, key)) as streams:
-        time.sleep(3)
-        rc, out = _deploy(dict(LAB_ENV, SPECDEC_LAB_DEPLOY="through-the-gateway"))
-        time.sleep(2)
-    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-    warnings.warn(f"deploy of 4 replicas through the gateway: {counts}", stacklevel=1)
+    rc, out, streams = _while_streaming(
+        gateway,
+        key,
+        "deploy of 4 replicas through the gateway",
+        lambda: _deploy(dict(LAB_ENV, SPECDEC_LAB_DEPLOY="through-the-gateway")),
+    )
     assert rc == 0, out[-6000:]
-    assert streams.failures == [], streams.failures[:3]
-    assert streams.requests >= 10 and streams.tokens == streams.requests * MAX_TOKENS
+    _assert_none_lost(streams)
     after = _pids(gateway, worker)
     assert all(after[k] and after[k] != before[k] for k in before), (before, after)  # every replica restarted
     for lab in (gateway, worker):
@@ -308,16 +323,16 @@ def test_zz_d_stop_takes_each_replica_out_of_the_gateway_first_and_a_deploy_puts
         return
     gateway, worker = _lab_host(GATEWAY), _lab_host(WORKER)
     stopped = {f"http://{_address(worker)}:{port}" for port in REPLICAS.values()}
-    with Streams(gateway, key, _model(gateway, key)) as streams:
-        time.sleep(3)
-        rc, out = _playbook("stop.yml", THROUGH_GATEWAY, limit=WORKER)
-        time.sleep(3)
-        workers = _workers(gateway, key)
-    counts = f"{streams.requests} requests, {streams.tokens} tokens, {len(streams.failures)} failed"
-    warnings.warn(f"stop of lab2's 2 replicas through the gateway: {counts}", stacklevel=1)
+    rc, out, streams = _while_streaming(
+        gateway,
+        key,
+        "stop of lab2's 2 replicas through the gateway",
+        lambda: _playbook("stop.yml", THROUGH_GATEWAY, limit=WORKER),
+        settle=3,
+    )
+    workers = _workers(gateway, key)
     assert rc == 0, out[-6000:]
-    assert streams.failures == [], streams.failures[:3]
-    assert streams.requests >= 5 and streams.tokens == streams.requests * MAX_TOKENS
+    _assert_none_lost(streams, least=5)
     assert not stopped & set(workers) and len(workers) == 2, workers
     assert all(w["is_healthy"] for w in workers.values()), workers
     for name in REPLICAS:
