@@ -81,7 +81,7 @@ def where(procs):
 
     def lab_below(index):
         chain, node, found = [], index, False
-        while node is not None and node not in chain:
+        while node is not None and node not in chain:  # a pid reused within a second could loop
             if node in below:
                 found = below[node]
                 break
@@ -102,30 +102,26 @@ def where(procs):
 
 
 def summary(procs, top=20):
-    """{"total": CPU-s, "processes": n, "sides": {side: CPU-s}, "rows": [(side, comm, CPU-s, n)], largest first}."""
+    """{"total": CPU-s, "processes": n, "sides": {side: CPU-s}, "rows": [(side, comm, CPU-s, n)], largest first}
+    (CPU-s unrounded: ``table`` rounds what it prints)."""
     cpu, count, sides = collections.Counter(), collections.Counter(), collections.Counter()
     for proc, side in zip(procs, where(procs)):
         cpu[(side, proc.comm)] += proc.cpu_s
         count[(side, proc.comm)] += 1
         sides[side] += proc.cpu_s
-    rows = [(side, comm, round(seconds, 1), count[(side, comm)]) for (side, comm), seconds in cpu.most_common(top)]
-    return {
-        "total": round(sum(sides.values()), 1),
-        "processes": len(procs),
-        "sides": {k: round(v, 1) for k, v in sides.items()},
-        "rows": rows,
-    }
+    rows = [(side, comm, seconds, count[(side, comm)]) for (side, comm), seconds in cpu.most_common(top)]
+    return {"total": sum(sides.values()), "processes": len(procs), "sides": dict(sides), "rows": rows}
 
 
 def table(result):
     lines = [
-        f"{result['total']} CPU-s in {result['processes']} processes: "
-        + ", ".join(f"{side} {seconds} CPU-s" for side, seconds in sorted(result["sides"].items())),
+        f"{result['total']:.1f} CPU-s in {result['processes']} processes: "
+        + ", ".join(f"{side} {seconds:.1f} CPU-s" for side, seconds in sorted(result["sides"].items())),
         "",
         "| where | process | CPU-s | processes | CPU-s each |",
         "| --- | --- | --- | --- | --- |",
     ]
-    lines += [f"| {s} | `{c}` | {t} | {n} | {t / n:.2f} |" for s, c, t, n in result["rows"]]
+    lines += [f"| {s} | `{c}` | {t:.1f} | {n} | {t / n:.2f} |" for s, c, t, n in result["rows"]]
     return "\n".join(lines)
 
 
@@ -162,7 +158,11 @@ def main(argv=None):
     if args.read:
         path = args.read
     else:
-        path = args.keep or tempfile.mkstemp(prefix="suite-cpu-", suffix=".pacct")[1]
+        if args.keep:
+            path = args.keep
+        else:
+            handle, path = tempfile.mkstemp(prefix="suite-cpu-", suffix=".pacct")
+            os.close(handle)
         rc, wall, busy = account(path, args.command)
         header = f"`{' '.join(args.command)}`: exit status {rc}, {wall:.0f} s, the machine busy {busy:.0f} CPU-s\n"
     with open(path, "rb") as handle:
