@@ -305,7 +305,7 @@ def main():
                     str(extra),
                     str(REPO / "lab" / "playbooks" / "lab.yml"),
                     "-l",
-                    "lab",
+                    ",".join("lab%d" % i for i in range(1, hosts + 1)),  # the started ones: hosts.yml has lab1, lab2
                 ],
                 env=lab_env(),
                 cwd=str(REPO),
