@@ -14,6 +14,8 @@ removed at the end) after a first deploy:
   machine, so its module runs count too). These runs pass ``-e _sglang_service_readiness_async_s=0``,
   which makes the readiness task synchronous: under Mitogen the shipped async task does not end
   (next point);
+- 40 ``ansible.builtin.ping`` tasks (a module run on the host each) and 40 ``ansible.builtin.debug``
+  tasks (none) with each strategy: Ansible's own cost of a task, nothing of this collection in it;
 - ``async`` (``-B 20 -P 1``) of a module of this collection and of ``ansible.builtin.command``
   with each strategy: whether the job ends.
 
@@ -34,6 +36,7 @@ import bench  # benchmarks/bench.py: the lab helpers of the other benchmarks (th
 
 REPO = bench.REPO
 ANSIBLE_BIN = REPO / ".venv" / "bin"
+FLOOR_TASKS = 40
 
 
 def busy_cpu_s():
@@ -95,6 +98,30 @@ def no_change_deploy(strategy, rep, extra, mitogen_dir, out):
     return row
 
 
+def task_floor(strategy, action, extra, mitogen_dir, out):
+    """FLOOR_TASKS tasks of one builtin action on lab1, nothing of this collection: Ansible's own cost per task."""
+    body = "      ansible.builtin.debug: {msg: x}\n" if action == "debug" else "      ansible.builtin.ping:\n"
+    playbook = out / ("floor-%s.yml" % action)
+    playbook.write_text(
+        "- hosts: lab1\n  gather_facts: false\n  tasks:\n"
+        + "".join("    - name: %s %d\n%s" % (action, i, body) for i in range(FLOOR_TASKS))
+    )
+    argv = [str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", extra]
+    proc, wall, cpu = timed(
+        [*argv, str(playbook)], strategy_env(strategy, mitogen_dir), out / ("floor-%s-%s.log" % (strategy, action))
+    )
+    row = {
+        "strategy": strategy,
+        "action": action,
+        "tasks": FLOOR_TASKS,
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "cpu_s": cpu,
+    }
+    bench.log("floor: %s" % row)
+    return row
+
+
 def async_job(strategy, module, extra, mitogen_dir, out):
     argv = [str(ANSIBLE_BIN / "ansible"), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", extra, "lab1"]
     argv += ["-m", module[0], *module[1:], "-B", "20", "-P", "1"]
@@ -106,6 +133,41 @@ def async_job(strategy, module, extra, mitogen_dir, out):
     row = {"strategy": strategy, "module": " ".join(module), "job_ended": ended, "wall_s": wall}
     bench.log("async: %s" % row)
     return row
+
+
+def print_tables(results):
+    print("| strategy | no-change deploys | wall, median | machine CPU-s, median | changed | restarted |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for strategy in ("linear", "mitogen"):
+        rows = [r for r in results["deploys"] if r["strategy"] == strategy and r["rc"] == 0]
+        if rows:
+            print(
+                "| %s | %d | %.1f s | %.1f | %d | %s |"
+                % (
+                    strategy,
+                    len(rows),
+                    statistics.median(r["wall_s"] for r in rows),
+                    statistics.median(r["cpu_s"] for r in rows),
+                    sum(r["changed"] for r in rows),
+                    "yes" if any(r["restarted"] for r in rows) else "no",
+                )
+            )
+    print()
+    print("| strategy | %d tasks of | wall | machine CPU-s | CPU-s a task |" % FLOOR_TASKS)
+    print("| --- | --- | --- | --- | --- |")
+    for row in results["floor"]:
+        print(
+            "| %s | `ansible.builtin.%s` (rc %d) | %.1f s | %.1f | %.3f |"
+            % (row["strategy"], row["action"], row["rc"], row["wall_s"], row["cpu_s"], row["cpu_s"] / row["tasks"])
+        )
+    print()
+    print("| strategy | async job (-B 20 -P 1) | ended |")
+    print("| --- | --- | --- |")
+    for row in results["async"]:
+        print(
+            "| %s | `%s` | %s |"
+            % (row["strategy"], row["module"], "yes" if row["job_ended"] else "**no** (20 s limit)")
+        )
 
 
 def main():
@@ -125,7 +187,14 @@ def main():
     ansible_playbook = str(ANSIBLE_BIN / "ansible-playbook")
     inventories = ["-i", str(REPO / "inventory" / "hosts.yml"), "-i", str(extra)]
     commit = bench.sh(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=str(REPO)).stdout.strip()
-    results = {"machine": bench.machine(), "commit": commit, "wheel": args.wheel.name, "deploys": [], "async": []}
+    results = {
+        "machine": bench.machine(),
+        "commit": commit,
+        "wheel": args.wheel.name,
+        "deploys": [],
+        "floor": [],
+        "async": [],
+    }
     try:
         bench.sh([*bench.LAB, "down"], env=bench.lab_env())
         bench.sh([*bench.LAB, "up", "1"], env=bench.lab_env())
@@ -140,36 +209,16 @@ def main():
         for rep in range(1, args.reps + 1):
             for strategy in ("linear", "mitogen"):
                 results["deploys"].append(no_change_deploy(strategy, rep, str(extra), mitogen_dir, out))
+        for action in ("ping", "debug"):
+            for strategy in ("linear", "mitogen"):
+                results["floor"].append(task_floor(strategy, action, str(extra), mitogen_dir, out))
         for module in (["specdec.sglang.sglang_release_reap"], ["ansible.builtin.command", "-a", "true"]):
             for strategy in ("linear", "mitogen"):
                 results["async"].append(async_job(strategy, module, str(extra), mitogen_dir, out))
     finally:
         bench.sh([*bench.LAB, "down"], env=bench.lab_env(), check=False)
         (out / "mitogen.json").write_text(json.dumps(results, indent=1) + "\n")
-    print("| strategy | no-change deploys | wall, median | machine CPU-s, median | changed | restarted |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for strategy in ("linear", "mitogen"):
-        rows = [r for r in results["deploys"] if r["strategy"] == strategy and r["rc"] == 0]
-        if rows:
-            print(
-                "| %s | %d | %.1f s | %.1f | %d | %s |"
-                % (
-                    strategy,
-                    len(rows),
-                    statistics.median(r["wall_s"] for r in rows),
-                    statistics.median(r["cpu_s"] for r in rows),
-                    sum(r["changed"] for r in rows),
-                    "yes" if any(r["restarted"] for r in rows) else "no",
-                )
-            )
-    print()
-    print("| strategy | async job (-B 20 -P 1) | ended |")
-    print("| --- | --- | --- |")
-    for row in results["async"]:
-        print(
-            "| %s | `%s` | %s |"
-            % (row["strategy"], row["module"], "yes" if row["job_ended"] else "**no** (20 s limit)")
-        )
+    print_tables(results)
     return 0
 
 
