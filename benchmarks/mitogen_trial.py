@@ -14,6 +14,7 @@ removed at the end) after a first deploy:
   machine, so its module runs count too). These runs pass ``-e _sglang_service_readiness_async_s=0``,
   which makes the readiness task synchronous: under Mitogen the shipped async task does not end
   (next point);
+- one more no-change deploy with ``-vvv``: the module runs it starts on the host, by task;
 - 40 ``ansible.builtin.ping`` tasks (a module run on the host each) and 40 ``ansible.builtin.debug``
   tasks (none) with each strategy: Ansible's own cost of a task, nothing of this collection in it;
 - ``async`` (``-B 20 -P 1``) of a module of this collection and of ``ansible.builtin.command``
@@ -98,6 +99,22 @@ def no_change_deploy(strategy, rep, extra, mitogen_dir, out):
     return row
 
 
+def module_runs(extra, out):
+    """A no-change deploy with -vvv: how many times it starts a module on the host (``SSH: EXEC``), by task."""
+    proc, _, _ = timed([*deploy_argv(extra, False), "-vvv"], bench.lab_env(), out / "deploy-linear-vvv.log")
+    return count_module_runs(proc.stdout) | {"rc": proc.returncode}
+
+
+def count_module_runs(log_text):
+    by_task, task = {}, None
+    for line in log_text.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK [") :].split("] ", 1)[0]
+        elif "SSH: EXEC ssh" in line and task is not None:
+            by_task[task] = by_task.get(task, 0) + 1
+    return {"total": sum(by_task.values()), "by_task": by_task}
+
+
 def task_floor(strategy, action, extra, mitogen_dir, out):
     """FLOOR_TASKS tasks of one builtin action on lab1, nothing of this collection: Ansible's own cost per task."""
     body = "      ansible.builtin.debug: {msg: x}\n" if action == "debug" else "      ansible.builtin.ping:\n"
@@ -153,6 +170,11 @@ def print_tables(results):
                 )
             )
     print()
+    runs = results.get("module_runs")
+    if runs:
+        top = sorted(runs["by_task"].items(), key=lambda item: -item[1])[:3]
+        print("A no-change deploy (linear, -vvv) starts %d module runs on the host; most: %s" % (runs["total"], top))
+        print()
     print("| strategy | %d tasks of | wall | machine CPU-s | CPU-s a task |" % FLOOR_TASKS)
     print("| --- | --- | --- | --- | --- |")
     for row in results["floor"]:
@@ -209,6 +231,8 @@ def main():
         for rep in range(1, args.reps + 1):
             for strategy in ("linear", "mitogen"):
                 results["deploys"].append(no_change_deploy(strategy, rep, str(extra), mitogen_dir, out))
+        results["module_runs"] = module_runs(str(extra), out)
+        bench.log("module runs of a no-change deploy: %d" % results["module_runs"]["total"])
         for action in ("ping", "debug"):
             for strategy in ("linear", "mitogen"):
                 results["floor"].append(task_floor(strategy, action, str(extra), mitogen_dir, out))

@@ -54,3 +54,21 @@ def test_tables_take_medians_of_the_runs_that_passed_and_name_a_job_that_never_e
     assert "| linear | `ansible.builtin.ping` (rc 0) | 9.5 s | 10.0 | 0.250 |" in out
     assert "| mitogen | `specdec.sglang.sglang_release_reap` | **no** (20 s limit) |" in out
     assert "| linear | `specdec.sglang.sglang_release_reap` | yes |" in out
+
+
+def test_module_runs_are_counted_by_the_task_that_started_them():
+    log = "\n".join(
+        [
+            "<lab1> SSH: EXEC ssh before any task",
+            "TASK [specdec.sglang.sglang_preflight : Read the host once] ***",
+            "<lab1> SSH: EXEC ssh -C -o ControlMaster=auto lab1 /bin/sh -c '/usr/bin/python3 && sleep 0'",
+            "TASK [Wait for a real generation] ***",
+            "<lab1> SSH: EXEC ssh -C lab1 (the async start)",
+            "<lab1> ESTABLISH SSH CONNECTION FOR USER: root",
+            "<lab1> SSH: EXEC ssh -C lab1 (a poll)",
+        ]
+    )
+    assert mitogen_trial.count_module_runs(log) == {
+        "total": 3,
+        "by_task": {"specdec.sglang.sglang_preflight : Read the host once": 1, "Wait for a real generation": 2},
+    }
