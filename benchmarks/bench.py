@@ -126,22 +126,41 @@ def bench_verdicts(reps, ready_reps, naive_cap):
     return data
 
 
+def lab_inventory(path, hosts):
+    """An inventory of lab1..labN in the lab group (inventory/hosts.yml itself names lab1 and lab2), its path as str."""
+    path.write_text(
+        "all:\n  children:\n    lab:\n      hosts:\n" + "".join("        lab%d:\n" % i for i in range(1, hosts + 1))
+    )
+    return str(path)
+
+
+def ansible(tool, inventory_extra):
+    """argv of .venv's ``ansible`` or ``ansible-playbook`` over the project's inventory and ``inventory_extra``."""
+    return [str(REPO / ".venv" / "bin" / tool), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", inventory_extra]
+
+
+def lab_up(hosts, inventory_extra, prepare=True):
+    """Fresh lab hosts lab1..labN; with ``prepare``, lab/playbooks/lab.yml on them (not timed)."""
+    sh([*LAB, "down"], env=lab_env())
+    log("lab: starting %d hosts" % hosts)
+    sh([*LAB, "up", str(hosts)], env=lab_env())
+    if prepare:
+        log("lab: lab/playbooks/lab.yml on every host (fake model directories, reference venv; not timed)")
+        started = ",".join("lab%d" % i for i in range(1, hosts + 1))
+        sh(
+            [*ansible("ansible-playbook", inventory_extra), str(REPO / "lab" / "playbooks" / "lab.yml"), "-l", started],
+            env=lab_env(),
+            cwd=str(REPO),
+        )
+
+
 # ---- deploys ---------------------------------------------------------------------------------
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
 def deploy(hosts, inventory_extra, results_dir, tag):
     env = lab_env()
-    argv = [
-        str(REPO / ".venv" / "bin" / "ansible-playbook"),
-        "-i",
-        str(REPO / "inventory" / "hosts.yml"),
-        "-i",
-        inventory_extra,
-        str(REPO / "deploy.yml"),
-        "-l",
-        ",".join(hosts),
-    ]
+    argv = [*ansible("ansible-playbook", inventory_extra), str(REPO / "deploy.yml"), "-l", ",".join(hosts)]
     start = time.monotonic()
     proc = sh(argv, check=False, env=env, cwd=str(REPO))
     wall = time.monotonic() - start
@@ -286,36 +305,15 @@ def main():
     results_dir.mkdir(parents=True, exist_ok=True)
     results = {"machine": machine(), "started": time.time()}
     hosts = 7 if "fleet" in only else 1
-    extra = results_dir / "bench-inventory.yml"
-    extra.write_text(
-        "all:\n  children:\n    lab:\n      hosts:\n" + "".join("        lab%d:\n" % i for i in range(1, hosts + 1))
-    )
+    extra = lab_inventory(results_dir / "bench-inventory.yml", hosts)
     try:
-        sh([*LAB, "down"], env=lab_env())
-        log("lab: starting %d hosts" % hosts)
-        sh([*LAB, "up", str(hosts)], env=lab_env())
-        if only & {"redeploy", "fleet"}:
-            log("lab: lab/playbooks/lab.yml on every host (fake model directories, reference venv; not timed)")
-            sh(
-                [
-                    str(REPO / ".venv" / "bin" / "ansible-playbook"),
-                    "-i",
-                    str(REPO / "inventory" / "hosts.yml"),
-                    "-i",
-                    str(extra),
-                    str(REPO / "lab" / "playbooks" / "lab.yml"),
-                    "-l",
-                    ",".join("lab%d" % i for i in range(1, hosts + 1)),  # the started ones: hosts.yml has lab1, lab2
-                ],
-                env=lab_env(),
-                cwd=str(REPO),
-            )
+        lab_up(hosts, extra, prepare=bool(only & {"redeploy", "fleet"}))
         if "verdicts" in only:
             results["verdicts"] = bench_verdicts(args.reps, args.ready_reps, args.naive_cap)
         if "redeploy" in only or "fleet" in only:
-            results["redeploy"] = bench_redeploy(str(extra), results_dir)
+            results["redeploy"] = bench_redeploy(extra, results_dir)
         if "fleet" in only:
-            results["fleet"] = bench_fleet(str(extra), results_dir, results["redeploy"]["first"])
+            results["fleet"] = bench_fleet(extra, results_dir, results["redeploy"]["first"])
         if "venv" in only:
             results["venv"] = bench_venv(args.venv_reps)
     finally:

@@ -36,7 +36,6 @@ import time
 import bench  # benchmarks/bench.py: the lab helpers of the other benchmarks (this folder is on sys.path)
 
 REPO = bench.REPO
-ANSIBLE_BIN = REPO / ".venv" / "bin"
 FLOOR_TASKS = 40
 
 
@@ -72,8 +71,7 @@ def timed(argv, env, log_path):
 
 
 def deploy_argv(extra, readiness_sync):
-    argv = [str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", extra]
-    argv += [str(REPO / "deploy.yml"), "-l", "lab1"]
+    argv = [*bench.ansible("ansible-playbook", extra), str(REPO / "deploy.yml"), "-l", "lab1"]
     return argv + (["-e", "_sglang_service_readiness_async_s=0"] if readiness_sync else [])
 
 
@@ -123,9 +121,10 @@ def task_floor(strategy, action, extra, mitogen_dir, out):
         "- hosts: lab1\n  gather_facts: false\n  tasks:\n"
         + "".join("    - name: %s %d\n%s" % (action, i, body) for i in range(FLOOR_TASKS))
     )
-    argv = [str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", extra]
     proc, wall, cpu = timed(
-        [*argv, str(playbook)], strategy_env(strategy, mitogen_dir), out / ("floor-%s-%s.log" % (strategy, action))
+        [*bench.ansible("ansible-playbook", extra), str(playbook)],
+        strategy_env(strategy, mitogen_dir),
+        out / ("floor-%s-%s.log" % (strategy, action)),
     )
     row = {
         "strategy": strategy,
@@ -140,8 +139,7 @@ def task_floor(strategy, action, extra, mitogen_dir, out):
 
 
 def async_job(strategy, module, extra, mitogen_dir, out):
-    argv = [str(ANSIBLE_BIN / "ansible"), "-i", str(REPO / "inventory" / "hosts.yml"), "-i", extra, "lab1"]
-    argv += ["-m", module[0], *module[1:], "-B", "20", "-P", "1"]
+    argv = [*bench.ansible("ansible", extra), "lab1", "-m", module[0], *module[1:], "-B", "20", "-P", "1"]
     tag = "async-%s-%s.log" % (strategy, module[0].rsplit(".", 1)[-1])
     proc, wall, _ = timed(argv, strategy_env(strategy, mitogen_dir), out / tag)
     if "UNREACHABLE!" in proc.stdout:
@@ -202,12 +200,18 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     mitogen_dir = out / "mitogen"
     bench.sh(
-        [str(ANSIBLE_BIN / "uv"), "pip", "install", "-q", "--no-deps", "--target", str(mitogen_dir), str(args.wheel)]
+        [
+            str(REPO / ".venv" / "bin" / "uv"),
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(mitogen_dir),
+            str(args.wheel),
+        ]
     )
-    extra = out / "mitogen-inventory.yml"
-    extra.write_text("all:\n  children:\n    lab:\n      hosts:\n        lab1:\n")
-    ansible_playbook = str(ANSIBLE_BIN / "ansible-playbook")
-    inventories = ["-i", str(REPO / "inventory" / "hosts.yml"), "-i", str(extra)]
+    extra = bench.lab_inventory(out / "mitogen-inventory.yml", 1)
     commit = bench.sh(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=str(REPO)).stdout.strip()
     results = {
         "machine": bench.machine(),
@@ -218,27 +222,21 @@ def main():
         "async": [],
     }
     try:
-        bench.sh([*bench.LAB, "down"], env=bench.lab_env())
-        bench.sh([*bench.LAB, "up", "1"], env=bench.lab_env())
-        bench.sh(
-            [ansible_playbook, *inventories, str(REPO / "lab" / "playbooks" / "lab.yml"), "-l", "lab1"],
-            env=bench.lab_env(),
-            cwd=str(REPO),
-        )
-        first, wall, cpu = timed(deploy_argv(str(extra), False), bench.lab_env(), out / "deploy-first.log")
+        bench.lab_up(1, extra)
+        first, wall, cpu = timed(deploy_argv(extra, False), bench.lab_env(), out / "deploy-first.log")
         results["first"] = {"rc": first.returncode, "wall_s": wall, "cpu_s": cpu}
         bench.log("first deploy: %s" % results["first"])
         for rep in range(1, args.reps + 1):
             for strategy in ("linear", "mitogen"):
-                results["deploys"].append(no_change_deploy(strategy, rep, str(extra), mitogen_dir, out))
-        results["module_runs"] = module_runs(str(extra), out)
+                results["deploys"].append(no_change_deploy(strategy, rep, extra, mitogen_dir, out))
+        results["module_runs"] = module_runs(extra, out)
         bench.log("module runs of a no-change deploy: %d" % results["module_runs"]["total"])
         for action in ("ping", "debug"):
             for strategy in ("linear", "mitogen"):
-                results["floor"].append(task_floor(strategy, action, str(extra), mitogen_dir, out))
+                results["floor"].append(task_floor(strategy, action, extra, mitogen_dir, out))
         for module in (["specdec.sglang.sglang_release_reap"], ["ansible.builtin.command", "-a", "true"]):
             for strategy in ("linear", "mitogen"):
-                results["async"].append(async_job(strategy, module, str(extra), mitogen_dir, out))
+                results["async"].append(async_job(strategy, module, extra, mitogen_dir, out))
     finally:
         bench.sh([*bench.LAB, "down"], env=bench.lab_env(), check=False)
         (out / "mitogen.json").write_text(json.dumps(results, indent=1) + "\n")
